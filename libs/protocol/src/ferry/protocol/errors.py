@@ -1,0 +1,161 @@
+"""Typed errors with their wire code, and the registry from code to exception class.
+
+A service answers every failure with ErrorReply(code, message, retriable); the SDK turns it back
+into the exception registered for that code (FerryError for codes it does not know).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ferry.protocol.codes import ResponseCode
+
+
+class FerryError(Exception):
+    """Base of every error that crosses the wire."""
+
+    code: int = ResponseCode.SYSTEM_ERROR
+    default_retriable: ClassVar[bool] = False
+
+    def __init__(
+        self, message: str = "", *, retriable: bool | None = None, code: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retriable = self.default_retriable if retriable is None else retriable
+        if code is not None:
+            self.code = code
+
+    def __str__(self) -> str:
+        try:
+            name = ResponseCode(self.code).name
+        except ValueError:
+            name = str(self.code)
+        return f"[{name}] {self.message}"
+
+
+_REGISTRY: dict[int, type[FerryError]] = {}
+
+
+def _register(cls: type[FerryError]) -> type[FerryError]:
+    _REGISTRY[cls.code] = cls
+    return cls
+
+
+@_register
+class BrokerSystemError(FerryError):
+    code = ResponseCode.SYSTEM_ERROR
+    default_retriable = True
+
+
+@_register
+class SystemBusyError(FerryError):
+    code = ResponseCode.SYSTEM_BUSY
+    default_retriable = True
+
+
+@_register
+class RequestCodeNotSupportedError(FerryError):
+    code = ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+
+@_register
+class MessageIllegalError(FerryError):
+    code = ResponseCode.MESSAGE_ILLEGAL
+
+
+@_register
+class ServiceNotAvailableError(FerryError):
+    code = ResponseCode.SERVICE_NOT_AVAILABLE
+    default_retriable = True
+
+
+@_register
+class VersionNotSupportedError(FerryError):
+    code = ResponseCode.VERSION_NOT_SUPPORTED
+
+
+@_register
+class NoPermissionError(FerryError):
+    code = ResponseCode.NO_PERMISSION
+    default_retriable = True
+
+
+@_register
+class TopicNotExistError(FerryError):
+    code = ResponseCode.TOPIC_NOT_EXIST
+    default_retriable = True
+
+
+@_register
+class TopicExistAlreadyError(FerryError):
+    code = ResponseCode.TOPIC_EXIST_ALREADY
+
+
+@_register
+class QueryNotFoundError(FerryError):
+    code = ResponseCode.QUERY_NOT_FOUND
+
+
+@_register
+class SubscriptionParseError(FerryError):
+    code = ResponseCode.SUBSCRIPTION_PARSE_FAILED
+
+
+@_register
+class SubscriptionGroupNotExistError(FerryError):
+    code = ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+
+
+@_register
+class InvalidParameterError(FerryError):
+    code = ResponseCode.INVALID_PARAMETER
+
+
+@_register
+class BrokerNotExistError(FerryError):
+    code = ResponseCode.BROKER_NOT_EXIST
+    default_retriable = True
+
+
+@_register
+class GoAwayError(FerryError):
+    code = ResponseCode.GO_AWAY
+    default_retriable = True
+
+
+@_register
+class ConnectionFailedError(FerryError):
+    code = ResponseCode.RPC_SEND_TO_CHANNEL_FAILED
+    default_retriable = True
+
+
+@_register
+class RequestTimeoutError(FerryError):
+    code = ResponseCode.RPC_TIME_OUT
+    default_retriable = True
+
+
+@_register
+class BadFrameError(FerryError):
+    """A frame that could not be parsed: wrong shape, not msgpack, or missing fields."""
+
+    code = ResponseCode.BAD_FRAME
+
+
+class ConfigError(FerryError):
+    """A configuration value that is missing or wrong; never sent on the wire."""
+
+    code = ResponseCode.INVALID_PARAMETER
+
+
+def error_for(code: int, message: str, retriable: bool | None = None) -> FerryError:
+    """The typed exception for a wire code; unknown codes give a plain FerryError."""
+    cls = _REGISTRY.get(code)
+    if cls is None:
+        return FerryError(message, retriable=bool(retriable), code=code)
+    return cls(message, retriable=retriable)
+
+
+def registered_codes() -> dict[int, type[FerryError]]:
+    return dict(_REGISTRY)

@@ -1,0 +1,174 @@
+"""Frames on the wire.
+
+A message is: routing ids (ROUTER side only), an empty delimiter, the protocol id frame, one
+msgpack header (an Envelope), then raw payload frames. Payloads (records) are never re-encoded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import msgspec
+
+from ferry.protocol.errors import (
+    BadFrameError,
+    FerryError,
+    InvalidParameterError,
+    RequestCodeNotSupportedError,
+    VersionNotSupportedError,
+)
+from ferry.protocol.messages import (
+    ANY_REPLY,
+    ANY_REQUEST,
+    Reply,
+    Request,
+    reply_types,
+    request_types,
+    wire_tag,
+)
+from ferry.protocol.version import PROTOCOL_ID, PROTOCOL_PREFIX
+
+DELIMITER = b""
+
+
+class RequestEnvelope(msgspec.Struct, frozen=True, omit_defaults=True):
+    id: int  # correlation id, echoed by the reply (RocketMQ's opaque)
+    body: Request
+    traceparent: str = ""
+    tracestate: str = ""
+    oneway: bool = False  # no reply is sent
+
+
+class ReplyEnvelope(msgspec.Struct, frozen=True, omit_defaults=True):
+    id: int
+    body: Reply
+
+
+# The same shapes with the body as the tagged union, for decoding only (the encoder writes
+# whatever concrete Struct the body is).
+_RequestWire = msgspec.defstruct(
+    "RequestEnvelope",
+    [
+        ("id", int),
+        ("body", ANY_REQUEST),
+        ("traceparent", str, ""),
+        ("tracestate", str, ""),
+        ("oneway", bool, False),
+    ],
+    frozen=True,
+    omit_defaults=True,
+)
+_ReplyWire = msgspec.defstruct(
+    "ReplyEnvelope", [("id", int), ("body", ANY_REPLY)], frozen=True, omit_defaults=True
+)
+
+
+class FrameError(Exception):
+    """A message that cannot be served; carries what is needed to answer it anyway."""
+
+    def __init__(self, error: FerryError, request_id: int = 0) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.request_id = request_id
+
+
+def split_routing(frames: list[Any]) -> tuple[list[Any], list[Any]]:
+    """(routing ids, rest) split at the first empty frame; no delimiter means no routing part."""
+    for i, frame in enumerate(frames):
+        if len(frame) == 0:
+            return frames[:i], frames[i + 1 :]
+    return [], frames
+
+
+class RequestCodec:
+    """Encodes and decodes request/reply envelopes; one per service or client, never shared
+    between threads."""
+
+    def __init__(self) -> None:
+        self._encoder = msgspec.msgpack.Encoder()
+        self._req_decoder = msgspec.msgpack.Decoder(_RequestWire)
+        self._rep_decoder = msgspec.msgpack.Decoder(_ReplyWire)
+        self._known_request_tags = {wire_tag(t) for t in request_types()}
+        self._known_reply_tags = {wire_tag(t) for t in reply_types()}
+
+    # -- encoding --
+
+    def request_frames(self, env: RequestEnvelope, payload: list[Any] | None = None) -> list[Any]:
+        frames: list[Any] = [DELIMITER, PROTOCOL_ID, self._encoder.encode(env)]
+        if payload:
+            frames.extend(payload)
+        return frames
+
+    def reply_frames(
+        self, routing: list[Any], request_id: int, body: Reply, payload: list[Any] | None = None
+    ) -> list[Any]:
+        frames: list[Any] = [
+            *routing,
+            DELIMITER,
+            PROTOCOL_ID,
+            self._encoder.encode(ReplyEnvelope(request_id, body)),
+        ]
+        if payload:
+            frames.extend(payload)
+        return frames
+
+    def encode(self, obj: Any) -> bytes:
+        return self._encoder.encode(obj)
+
+    # -- decoding --
+
+    def decode_request(self, frames: list[Any]) -> tuple[RequestEnvelope, list[Any]]:
+        """frames start after the delimiter: [protocol id, header, *payload]."""
+        header = self._check_head(frames)
+        try:
+            env = self._req_decoder.decode(header)
+        except msgspec.DecodeError as exc:
+            raise self._explain(header, exc, self._known_request_tags) from None
+        return cast(RequestEnvelope, env), frames[2:]
+
+    def decode_reply(self, frames: list[Any]) -> tuple[ReplyEnvelope, list[Any]]:
+        header = self._check_head(frames)
+        try:
+            env = self._rep_decoder.decode(header)
+        except msgspec.DecodeError as exc:
+            raise self._explain(header, exc, self._known_reply_tags) from None
+        return cast(ReplyEnvelope, env), frames[2:]
+
+    @staticmethod
+    def _check_head(frames: list[Any]) -> Any:
+        if len(frames) < 2:
+            raise FrameError(
+                BadFrameError(f"expected protocol id and header, got {len(frames)} frame(s)")
+            )
+        proto = bytes(frames[0])
+        if proto != PROTOCOL_ID:
+            if proto.startswith(PROTOCOL_PREFIX):
+                raise FrameError(
+                    VersionNotSupportedError(
+                        f"protocol {proto.decode(errors='replace')!r} not supported; "
+                        f"this peer speaks {PROTOCOL_ID.decode()}"
+                    )
+                )
+            raise FrameError(BadFrameError("first frame is not a Ferry protocol id"))
+        return frames[1]
+
+    @staticmethod
+    def _explain(header: Any, exc: msgspec.DecodeError, known: set[str]) -> FrameError:
+        """Slow path: work out why a header did not decode, to answer with the right code."""
+        try:
+            loose = msgspec.msgpack.decode(header)
+        except msgspec.DecodeError:
+            return FrameError(BadFrameError("header is not valid msgpack"))
+        if not isinstance(loose, dict):
+            return FrameError(BadFrameError("header is not a map"))
+        raw_id = loose.get("id", 0)
+        request_id = raw_id if isinstance(raw_id, int) and not isinstance(raw_id, bool) else 0
+        body = loose.get("body")
+        tag = body.get("t") if isinstance(body, dict) else None
+        if isinstance(tag, str) and tag not in known:
+            return FrameError(
+                RequestCodeNotSupportedError(f"request type {tag!r} is not supported"), request_id
+            )
+        if isinstance(tag, str):
+            return FrameError(InvalidParameterError(f"invalid {tag!r} request: {exc}"), request_id)
+        return FrameError(BadFrameError(f"invalid header: {exc}"), request_id)

@@ -1,0 +1,446 @@
+"""Every request and reply on the wire, as frozen tagged msgspec Structs.
+
+Rules that keep old peers working (docs/protocol.md): a new field always has a default; a
+field's type never changes; unknown fields are ignored; a tag is never reused.
+Each request names its RocketMQ request code in `code` (Ferry-only requests use 10000+).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import msgspec
+
+from ferry.protocol.codes import Perm, RequestCode
+
+
+class _Wire(msgspec.Struct, frozen=True, tag_field="t", omit_defaults=True):
+    pass
+
+
+class Request(_Wire, frozen=True):
+    code: ClassVar[int]
+
+
+class Reply(_Wire, frozen=True):
+    pass
+
+
+# ---- shared data shapes -------------------------------------------------------------------
+
+
+class TopicConfig(msgspec.Struct, frozen=True, omit_defaults=True):
+    topic_name: str
+    read_queue_nums: int = 8
+    write_queue_nums: int = 8
+    perm: int = Perm.READ_WRITE
+    order: bool = False
+
+
+class QueueData(msgspec.Struct, frozen=True, omit_defaults=True):
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int = Perm.READ_WRITE
+
+
+class BrokerData(msgspec.Struct, frozen=True, omit_defaults=True):
+    cluster: str
+    broker_name: str
+    # broker id (0 master, >0 slaves) -> "host:port" of its remoting endpoint
+    broker_addrs: dict[int, str]
+
+
+class TopicRouteData(msgspec.Struct, frozen=True, omit_defaults=True):
+    queue_datas: list[QueueData]
+    broker_datas: list[BrokerData]
+
+
+class SubscriptionData(msgspec.Struct, frozen=True, omit_defaults=True):
+    topic: str
+    expression: str = "*"
+
+
+class ConsumerData(msgspec.Struct, frozen=True, omit_defaults=True):
+    group: str
+    consume_type: str = "PULL"  # PULL (lite pull) or PUSH
+    message_model: str = "CLUSTERING"
+    consume_from: str = "LAST_OFFSET"
+    subscriptions: list[SubscriptionData] = []
+
+
+class OffsetEntry(msgspec.Struct, frozen=True, array_like=True):
+    topic: str
+    queue_id: int
+    offset: int
+
+
+class QueueStat(msgspec.Struct, frozen=True, array_like=True):
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_store_ms: int = 0
+
+
+# ---- generic replies ----------------------------------------------------------------------
+
+
+class OkReply(Reply, frozen=True, tag="ok"):
+    pass
+
+
+class ErrorReply(Reply, frozen=True, tag="error"):
+    code: int
+    message: str = ""
+    retriable: bool = False
+
+
+class PingRequest(Request, frozen=True, tag="ping"):
+    code = RequestCode.PING
+
+
+class PongReply(Reply, frozen=True, tag="pong"):
+    service: str
+    version: str = ""
+
+
+# ---- name server ----------------------------------------------------------------------------
+
+
+class RegisterBrokerRequest(Request, frozen=True, tag="register_broker"):
+    code = RequestCode.REGISTER_BROKER
+    cluster: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    ha_addr: str = ""
+    topics: dict[str, TopicConfig] = {}
+    # how long the name server keeps this broker without a new registration
+    timeout_ms: int = 120_000
+
+
+class RegisterBrokerReply(Reply, frozen=True, tag="register_broker_reply"):
+    master_addr: str = ""
+    ha_addr: str = ""
+
+
+class UnregisterBrokerRequest(Request, frozen=True, tag="unregister_broker"):
+    code = RequestCode.UNREGISTER_BROKER
+    cluster: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+
+
+class GetRouteInfoRequest(Request, frozen=True, tag="get_route"):
+    code = RequestCode.GET_ROUTEINFO_BY_TOPIC
+    topic: str
+
+
+class RouteInfoReply(Reply, frozen=True, tag="route"):
+    route: TopicRouteData
+
+
+class GetClusterInfoRequest(Request, frozen=True, tag="get_cluster_info"):
+    code = RequestCode.GET_BROKER_CLUSTER_INFO
+
+
+class ClusterInfoReply(Reply, frozen=True, tag="cluster_info"):
+    # broker name -> its data; cluster name -> broker names
+    brokers: dict[str, BrokerData]
+    clusters: dict[str, list[str]]
+
+
+class GetAllTopicListRequest(Request, frozen=True, tag="get_topic_list"):
+    code = RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER
+
+
+class TopicListReply(Reply, frozen=True, tag="topic_list"):
+    topics: list[str]
+
+
+# ---- broker (client facing) -----------------------------------------------------------------
+
+
+class SendMessageRequest(Request, frozen=True, tag="send"):
+    """Payload: one frame with `count` encoded records (ferry.protocol.record), all of `topic`.
+
+    queue_id -1 lets the broker pick the queue. When the topic does not exist and the broker
+    allows auto-creation, it is created from `default_topic` with `default_topic_queue_nums`.
+    """
+
+    code = RequestCode.SEND_MESSAGE
+    producer_group: str
+    topic: str
+    queue_id: int
+    count: int = 1
+    default_topic: str = ""
+    default_topic_queue_nums: int = 4
+
+
+class SendMessageReply(Reply, frozen=True, tag="send_reply"):
+    status: int  # SendStatus
+    queue_id: int
+    queue_offset: int  # offset of the first message of the batch
+    store_host: str  # "ip:port" that makes offset message ids
+    phys_offsets: list[int]  # CommitLog offset of each message
+    broker_name: str = ""
+
+
+class PullMessageRequest(Request, frozen=True, tag="pull"):
+    code = RequestCode.PULL_MESSAGE
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msgs: int = 32
+    max_bytes: int = 4 * 1024 * 1024
+    suspend_ms: int = 0  # long polling: hold up to this long when nothing is there
+    expression: str = "*"  # tags: "*" or "TagA || TagB"
+    commit_offset: int = -1  # piggybacked consumer offset commit; -1 for none
+
+
+class PullMessageReply(Reply, frozen=True, tag="pull_reply"):
+    """Payload (status FOUND): one frame of `count` stored records, as they lie in the log."""
+
+    status: int  # PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    count: int = 0
+
+
+class QueryConsumerOffsetRequest(Request, frozen=True, tag="query_consumer_offset"):
+    code = RequestCode.QUERY_CONSUMER_OFFSET
+    consumer_group: str
+    topic: str
+    queue_id: int
+
+
+class UpdateConsumerOffsetRequest(Request, frozen=True, tag="update_consumer_offset"):
+    code = RequestCode.UPDATE_CONSUMER_OFFSET
+    consumer_group: str
+    entries: list[OffsetEntry]
+
+
+class GetMaxOffsetRequest(Request, frozen=True, tag="get_max_offset"):
+    code = RequestCode.GET_MAX_OFFSET
+    topic: str
+    queue_id: int
+
+
+class GetMinOffsetRequest(Request, frozen=True, tag="get_min_offset"):
+    code = RequestCode.GET_MIN_OFFSET
+    topic: str
+    queue_id: int
+
+
+class OffsetReply(Reply, frozen=True, tag="offset"):
+    offset: int
+
+
+class HeartbeatRequest(Request, frozen=True, tag="heartbeat"):
+    code = RequestCode.HEART_BEAT
+    client_id: str
+    producer_groups: list[str] = []
+    consumers: list[ConsumerData] = []
+
+
+class UnregisterClientRequest(Request, frozen=True, tag="unregister_client"):
+    code = RequestCode.UNREGISTER_CLIENT
+    client_id: str
+    producer_group: str = ""
+    consumer_group: str = ""
+
+
+class GetConsumerListByGroupRequest(Request, frozen=True, tag="get_consumer_list"):
+    code = RequestCode.GET_CONSUMER_LIST_BY_GROUP
+    consumer_group: str
+
+
+class ConsumerListReply(Reply, frozen=True, tag="consumer_list"):
+    client_ids: list[str]
+
+
+class UpdateTopicRequest(Request, frozen=True, tag="update_topic"):
+    code = RequestCode.UPDATE_AND_CREATE_TOPIC
+    config: TopicConfig
+
+
+class GetAllTopicConfigRequest(Request, frozen=True, tag="get_all_topic_config"):
+    code = RequestCode.GET_ALL_TOPIC_CONFIG
+
+
+class TopicConfigListReply(Reply, frozen=True, tag="topic_configs"):
+    topics: list[TopicConfig]
+
+
+class GetTopicStatsRequest(Request, frozen=True, tag="get_topic_stats"):
+    code = RequestCode.GET_TOPIC_STATS_INFO
+    topic: str
+
+
+class TopicStatsReply(Reply, frozen=True, tag="topic_stats"):
+    queues: list[QueueStat]
+
+
+class GetBrokerRuntimeInfoRequest(Request, frozen=True, tag="get_broker_runtime_info"):
+    code = RequestCode.GET_BROKER_RUNTIME_INFO
+
+
+class BrokerRuntimeInfoReply(Reply, frozen=True, tag="broker_runtime_info"):
+    info: dict[str, str]
+
+
+# ---- broker-store (internal to a broker group) --------------------------------------------
+
+
+class StorePutRequest(Request, frozen=True, tag="store_put"):
+    """Payload: one frame of `count` encoded records for (topic, queue_id)."""
+
+    code = RequestCode.STORE_PUT
+    topic: str
+    queue_id: int
+    count: int
+
+
+class StorePutReply(Reply, frozen=True, tag="store_put_reply"):
+    status: int  # SendStatus
+    queue_offset: int
+    phys_offsets: list[int]
+
+
+class StoreGetRequest(Request, frozen=True, tag="store_get"):
+    code = RequestCode.STORE_GET
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msgs: int = 32
+    max_bytes: int = 4 * 1024 * 1024
+    # tag hash codes to keep; empty keeps everything
+    tag_codes: list[int] = []
+    suspend_ms: int = 0
+
+
+class StoreGetReply(Reply, frozen=True, tag="store_get_reply"):
+    """Payload (status FOUND): one frame of `count` stored records."""
+
+    status: int  # PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    count: int = 0
+
+
+class StoreQueueOffsetsRequest(Request, frozen=True, tag="store_queue_offsets"):
+    code = RequestCode.STORE_QUEUE_OFFSETS
+    topic: str
+    queue_ids: list[int]
+
+
+class StoreQueueOffsetsReply(Reply, frozen=True, tag="store_queue_offsets_reply"):
+    queues: list[QueueStat]
+
+
+class StoreReadLogRequest(Request, frozen=True, tag="store_read_log"):
+    """Raw CommitLog bytes from `from_offset`: the catch-up path of every dispatch subscriber."""
+
+    code = RequestCode.STORE_READ_LOG
+    from_offset: int
+    max_bytes: int = 1024 * 1024
+
+
+class StoreReadLogReply(Reply, frozen=True, tag="store_read_log_reply"):
+    """Payload: one frame of whole records starting at `from_offset` (blank records skipped)."""
+
+    from_offset: int
+    next_offset: int  # where the next read starts; == max_offset when caught up
+    min_offset: int
+    max_offset: int
+
+
+class StoreStatusRequest(Request, frozen=True, tag="store_status"):
+    code = RequestCode.STORE_STATUS
+
+
+class StoreStatusReply(Reply, frozen=True, tag="store_status_reply"):
+    min_offset: int
+    max_offset: int
+    flushed_offset: int
+    topics: int
+    queues: int
+
+
+class DispatchNotice(msgspec.Struct, frozen=True, tag="dispatch", tag_field="t"):
+    """Published on the store's feed after each append; payload: the appended records.
+
+    A hint only: subscribers persist the offset they applied and catch up with
+    StoreReadLogRequest whenever `from_offset` is past what they have.
+    """
+
+    from_offset: int
+    next_offset: int
+
+
+ANY_REQUEST = (
+    PingRequest
+    | RegisterBrokerRequest
+    | UnregisterBrokerRequest
+    | GetRouteInfoRequest
+    | GetClusterInfoRequest
+    | GetAllTopicListRequest
+    | SendMessageRequest
+    | PullMessageRequest
+    | QueryConsumerOffsetRequest
+    | UpdateConsumerOffsetRequest
+    | GetMaxOffsetRequest
+    | GetMinOffsetRequest
+    | HeartbeatRequest
+    | UnregisterClientRequest
+    | GetConsumerListByGroupRequest
+    | UpdateTopicRequest
+    | GetAllTopicConfigRequest
+    | GetTopicStatsRequest
+    | GetBrokerRuntimeInfoRequest
+    | StorePutRequest
+    | StoreGetRequest
+    | StoreQueueOffsetsRequest
+    | StoreReadLogRequest
+    | StoreStatusRequest
+)
+
+ANY_REPLY = (
+    OkReply
+    | ErrorReply
+    | PongReply
+    | RegisterBrokerReply
+    | RouteInfoReply
+    | ClusterInfoReply
+    | TopicListReply
+    | SendMessageReply
+    | PullMessageReply
+    | OffsetReply
+    | ConsumerListReply
+    | TopicConfigListReply
+    | TopicStatsReply
+    | BrokerRuntimeInfoReply
+    | StorePutReply
+    | StoreGetReply
+    | StoreQueueOffsetsReply
+    | StoreReadLogReply
+    | StoreStatusReply
+)
+
+
+def request_types() -> list[type[Request]]:
+    return list(ANY_REQUEST.__args__)
+
+
+def reply_types() -> list[type[Reply]]:
+    return list(ANY_REPLY.__args__)
+
+
+def wire_tag(cls: type[msgspec.Struct]) -> str:
+    tag = cls.__struct_config__.tag
+    assert isinstance(tag, str)
+    return tag

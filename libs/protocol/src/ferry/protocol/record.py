@@ -1,0 +1,317 @@
+"""The CommitLog record codec: how one message lies in the log and on the wire.
+
+Producers encode records in this layout, the store appends them as they are (filling in queue
+offset, physical offset, store time and host, then the CRC), pulls return them untouched and
+consumers decode them here. Big-endian, RocketMQ's v1 field order (see docs/protocol.md):
+
+    0 TOTALSIZE i32      4 MAGIC u32        8 CRC u32          12 QUEUEID i32
+   16 FLAG i32          20 QUEUEOFFSET i64 28 PHYSICALOFFSET i64 36 SYSFLAG i32
+   40 BORNTIMESTAMP i64 48 BORNHOST 8B     56 STORETIMESTAMP i64 64 STOREHOST 8B
+   72 RECONSUMETIMES i32 76 PREPAREDTXOFFSET i64 84 BODYLEN i32 88 BODY
+      TOPICLEN u8, TOPIC, PROPLEN u16, PROPERTIES (key\\x01value\\x02...)
+
+Departure from RocketMQ: the CRC covers every byte after the CRC field, not the body alone, so
+that recovery also catches torn headers, topics and properties.
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+import struct
+import zlib
+from collections.abc import Iterator, Mapping
+from typing import Any, NamedTuple
+
+MAGIC = 0xDAA320A7
+BLANK_MAGIC = 0xCBD43194
+FIXED_SIZE = 91  # bytes of a record besides body, topic and properties
+BLANK_MIN = 8  # a segment tail needs room for [size][BLANK_MAGIC]
+CRC_START = 12
+
+HEAD = struct.Struct(">iIIiiqqiq8sq8siqi")  # up to and including BODYLEN
+assert HEAD.size == 88
+PREFIX = struct.Struct(">iI")  # total size, magic
+# Fields the store fills in: QUEUEID, QUEUEOFFSET/PHYSICALOFFSET, STORETIMESTAMP/STOREHOST.
+QUEUE_ID = struct.Struct(">i")
+OFFSETS = struct.Struct(">qq")
+STORE_STAMP = struct.Struct(">q8s")
+CRC = struct.Struct(">I")
+OFF_QUEUE_ID = 12
+OFF_OFFSETS = 20
+OFF_SYSFLAG = 36
+OFF_STORE_STAMP = 56
+OFF_BODYLEN = 84
+OFF_BODY = 88
+
+PROP_SEP = "\x01"
+PROP_END = "\x02"
+
+# sysflag bits (RocketMQ's MessageSysFlag)
+SYSFLAG_COMPRESSED = 0x1
+SYSFLAG_TX_PREPARED = 0x4
+SYSFLAG_TX_COMMIT = 0x8
+
+# reserved property keys
+PROPERTY_TAGS = "TAGS"
+PROPERTY_KEYS = "KEYS"
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+PROPERTY_DELAY = "DELAY"
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QID = "REAL_QID"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+PROPERTY_TRAN_MSG = "TRAN_MSG"
+PROPERTY_PGROUP = "PGROUP"
+_TAGS_PREFIX = b"TAGS\x01"
+
+
+class RecordError(ValueError):
+    """Bytes that are not a well-formed record."""
+
+
+class Record(NamedTuple):
+    """One decoded record, as stored."""
+
+    total_size: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    phys_offset: int
+    sysflag: int
+    born_timestamp: int
+    born_host: str
+    store_timestamp: int
+    store_host: str
+    reconsume_times: int
+    prepared_tx_offset: int
+    body: bytes
+    topic: str
+    properties: dict[str, str]
+
+
+def encode_properties(props: Mapping[str, str]) -> bytes:
+    if not props:
+        return b""
+    return "".join(f"{k}{PROP_SEP}{v}{PROP_END}" for k, v in props.items()).encode()
+
+
+def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
+    if not raw:
+        return {}
+    text = bytes(raw).decode()
+    out: dict[str, str] = {}
+    for item in text.split(PROP_END):
+        if item:
+            key, _, value = item.partition(PROP_SEP)
+            out[key] = value
+    return out
+
+
+def check_property(key: str, value: str) -> None:
+    for ch in (PROP_SEP, PROP_END):
+        if ch in key or ch in value:
+            raise RecordError(f"property {key!r} contains a reserved separator character")
+
+
+def pack_host(host: str) -> bytes:
+    """'ip:port' -> 4 bytes of IPv4 + 4 bytes of port (RocketMQ's host layout)."""
+    ip, _, port = host.rpartition(":")
+    try:
+        return socket.inet_aton(ip or "0.0.0.0") + int(port or 0).to_bytes(4, "big")
+    except (OSError, ValueError):
+        return bytes(8)
+
+
+def unpack_host(raw: bytes) -> str:
+    return f"{socket.inet_ntoa(raw[:4])}:{int.from_bytes(raw[4:8], 'big')}"
+
+
+def encode_record(
+    topic_raw: bytes,
+    body: bytes,
+    props_raw: bytes,
+    *,
+    flag: int = 0,
+    sysflag: int = 0,
+    born_timestamp: int = 0,
+    born_host: bytes = bytes(8),
+    reconsume_times: int = 0,
+    prepared_tx_offset: int = 0,
+    queue_id: int = 0,
+) -> bytes:
+    """One record as a producer sends it; the store fills in offsets, store stamp and CRC."""
+    if len(topic_raw) > 255:
+        raise RecordError("topic longer than 255 bytes")
+    if len(props_raw) > 0xFFFF:
+        raise RecordError("properties longer than 65535 bytes")
+    total = FIXED_SIZE + len(body) + len(topic_raw) + len(props_raw)
+    head = HEAD.pack(
+        total,
+        MAGIC,
+        0,
+        queue_id,
+        flag,
+        0,
+        0,
+        sysflag,
+        born_timestamp,
+        born_host,
+        0,
+        bytes(8),
+        reconsume_times,
+        prepared_tx_offset,
+        len(body),
+    )
+    return b"".join(
+        (
+            head,
+            body,
+            bytes((len(topic_raw),)),
+            topic_raw,
+            len(props_raw).to_bytes(2, "big"),
+            props_raw,
+        )
+    )
+
+
+def record_crc(buf: Any, pos: int, size: int) -> int:
+    return zlib.crc32(memoryview(buf)[pos + CRC_START : pos + size])
+
+
+def check_layout(buf: Any, pos: int, end: int) -> int:
+    """Validates the framing of the record at pos (sizes agree, magic right); returns its size."""
+    if end - pos < FIXED_SIZE:
+        raise RecordError(f"truncated record at {pos}: {end - pos} bytes left")
+    size, magic = PREFIX.unpack_from(buf, pos)
+    if magic != MAGIC:
+        raise RecordError(f"bad magic {magic:#x} at {pos}")
+    if size < FIXED_SIZE or pos + size > end:
+        raise RecordError(f"bad record size {size} at {pos}")
+    (body_len,) = QUEUE_ID.unpack_from(buf, pos + OFF_BODYLEN)
+    if body_len < 0 or OFF_BODY + body_len + 3 > size:
+        raise RecordError(f"bad body length {body_len} at {pos}")
+    topic_len = buf[pos + OFF_BODY + body_len]
+    props_at = pos + OFF_BODY + body_len + 1 + topic_len
+    if props_at + 2 > pos + size:
+        raise RecordError(f"bad topic length at {pos}")
+    props_len = int.from_bytes(buf[props_at : props_at + 2], "big")
+    if props_at + 2 + props_len != pos + size:
+        raise RecordError(f"record sizes disagree at {pos}")
+    return int(size)
+
+
+def topic_bytes(buf: Any, pos: int) -> bytes:
+    (body_len,) = QUEUE_ID.unpack_from(buf, pos + OFF_BODYLEN)
+    at = pos + OFF_BODY + body_len
+    return bytes(buf[at + 1 : at + 1 + buf[at]])
+
+
+def properties_bytes(buf: Any, pos: int, size: int) -> bytes:
+    (body_len,) = QUEUE_ID.unpack_from(buf, pos + OFF_BODYLEN)
+    at = pos + OFF_BODY + body_len
+    return bytes(buf[at + 3 + buf[at] : pos + size])
+
+
+def tags_code_of(props_raw: bytes) -> int:
+    """The ConsumeQueue tag code of a record: the Java hash of its TAGS property, 0 if none."""
+    i = props_raw.find(_TAGS_PREFIX)
+    while i > 0 and props_raw[i - 1] != 2:  # must start a key, not sit inside a value
+        i = props_raw.find(_TAGS_PREFIX, i + 1)
+    if i < 0:
+        return 0
+    start = i + len(_TAGS_PREFIX)
+    end = props_raw.find(b"\x02", start)
+    return tags_code(props_raw[start : end if end >= 0 else len(props_raw)])
+
+
+@functools.lru_cache(maxsize=4096)
+def tags_code(tag: bytes) -> int:
+    return java_string_hash(tag.decode(errors="replace"))
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode (UTF-16 units, int32), as RocketMQ stores tag codes."""
+    units = text.encode("utf-16-be")
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", units):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def iter_records(buf: Any, start: int = 0, end: int | None = None) -> Iterator[Record]:
+    """Decodes consecutive records; stops at a blank (segment tail) record."""
+    stop = len(buf) if end is None else end
+    pos = start
+    mv = memoryview(buf)
+    while pos < stop:
+        size, magic = PREFIX.unpack_from(buf, pos)
+        if magic == BLANK_MAGIC:
+            pos += size
+            continue
+        if magic != MAGIC or size < FIXED_SIZE or pos + size > stop:
+            raise RecordError(f"bad record at {pos}")
+        (
+            _,
+            _,
+            _,
+            queue_id,
+            flag,
+            queue_offset,
+            phys_offset,
+            sysflag,
+            born_ts,
+            born_host,
+            store_ts,
+            store_host,
+            reconsume,
+            prepared,
+            body_len,
+        ) = HEAD.unpack_from(buf, pos)
+        at = pos + OFF_BODY + body_len
+        topic_len = buf[at]
+        topic = bytes(mv[at + 1 : at + 1 + topic_len]).decode()
+        props_at = at + 3 + topic_len
+        yield Record(
+            size,
+            queue_id,
+            flag,
+            queue_offset,
+            phys_offset,
+            sysflag,
+            born_ts,
+            unpack_host(born_host),
+            store_ts,
+            unpack_host(store_host),
+            reconsume,
+            prepared,
+            bytes(mv[pos + OFF_BODY : at]),
+            topic,
+            decode_properties(mv[props_at : pos + size]),
+        )
+        pos += size
+
+
+def verify_crc(buf: Any, pos: int, size: int) -> bool:
+    (stored,) = CRC.unpack_from(buf, pos + 8)
+    return bool(stored == record_crc(buf, pos, size))
+
+
+# ---- message ids ---------------------------------------------------------------------------
+
+
+def offset_msg_id(store_host: str, phys_offset: int) -> str:
+    """RocketMQ's offset message id: store IPv4 + port + CommitLog offset, 32 hex digits."""
+    return (pack_host(store_host) + phys_offset.to_bytes(8, "big")).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raise RecordError(f"not an offset message id: {msg_id!r}") from None
+    if len(raw) != 16:
+        raise RecordError(f"not an offset message id: {msg_id!r}")
+    return unpack_host(raw[:8]), int.from_bytes(raw[8:], "big")

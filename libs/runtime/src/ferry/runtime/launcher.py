@@ -1,0 +1,234 @@
+"""Starts services as processes, waits for their READY lines, stops them cleanly.
+
+Used by `ferry dev up`, `ferry serve` and the integration tests, so that what the tests run is
+what users run. Services are started by module (`python -m ferry.store`), never imported here.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ferry.protocol.errors import FerryError
+
+MODULES = {
+    "namesrv": "ferry.namesrv",
+    "broker-store": "ferry.store",
+    "broker-remoting": "ferry.remoting",
+}
+
+LineSink = Callable[[str, str], None]
+
+
+class LaunchError(FerryError):
+    """A service that exited or stayed silent before printing READY."""
+
+
+@dataclass
+class ServiceProcess:
+    name: str
+    proc: subprocess.Popen[str]
+    endpoints: dict[str, str] = field(default_factory=dict)
+    output: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=400))
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM, then SIGKILL if it has not exited within timeout; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: the crash that recovery must survive."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+    def recent_output(self) -> str:
+        return "\n".join(self.output)
+
+
+def start_service(
+    name: str,
+    args: Sequence[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    ready_timeout: float = 30.0,
+    sink: LineSink | None = None,
+) -> ServiceProcess:
+    module = MODULES.get(name)
+    if module is None:
+        raise LaunchError(f"unknown service {name!r}; known: {', '.join(sorted(MODULES))}")
+    child_env = dict(os.environ if env is None else env)
+    child_env["FERRY_PARENT_PID"] = str(os.getpid())
+    child_env["PYTHONUNBUFFERED"] = "1"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=child_env,
+        bufsize=1,
+    )
+    sp = ServiceProcess(name, proc)
+    ready = threading.Event()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.rstrip("\n")
+            sp.output.append(line)
+            if not ready.is_set() and line.startswith(f"READY {name}"):
+                for part in line.split()[2:]:
+                    key, _, value = part.partition("=")
+                    sp.endpoints[key] = value
+                ready.set()
+            if sink is not None:
+                sink(name, line)
+        ready.set()  # EOF: wake the waiter, who sees the process gone
+
+    threading.Thread(target=pump, name=f"pump-{name}", daemon=True).start()
+    deadline = time.monotonic() + ready_timeout
+    while not ready.wait(0.05):
+        if time.monotonic() > deadline:
+            sp.kill()
+            raise LaunchError(
+                f"{name} printed no READY line in {ready_timeout:.0f}s:\n{sp.recent_output()}"
+            )
+    if not sp.endpoints:
+        sp.proc.wait(5)
+        raise LaunchError(
+            f"{name} exited with {proc.returncode} before READY:\n{sp.recent_output()}"
+        )
+    return sp
+
+
+def service_args(conf_file: str | None, overrides: Mapping[str, str]) -> list[str]:
+    args: list[str] = []
+    if conf_file:
+        args += ["-c", conf_file]
+    for key, value in overrides.items():
+        args += ["--set", f"{key}={value}"]
+    return args
+
+
+@dataclass
+class LocalCluster:
+    """A name server and one broker group as local processes."""
+
+    processes: list[ServiceProcess] = field(default_factory=list)
+    namesrv_addr: str = ""
+    broker_addr: str = ""
+    store_endpoint: str = ""
+
+    def get(self, name: str) -> ServiceProcess:
+        for sp in self.processes:
+            if sp.name == name:
+                return sp
+        raise KeyError(name)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        for sp in reversed(self.processes):
+            sp.stop(timeout)
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+def start_broker_services(
+    cluster: LocalCluster,
+    store_root: str,
+    *,
+    namesrv_addr: str,
+    broker_port: int = 0,
+    conf_file: str | None = None,
+    overrides: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    sink: LineSink | None = None,
+    store_endpoint: str = "tcp://127.0.0.1:0",
+) -> None:
+    """Starts broker-store then broker-remoting wired to it, appending them to `cluster`."""
+    base = {"storePathRootDir": store_root, **(overrides or {})}
+    store = start_service(
+        "broker-store",
+        service_args(
+            conf_file,
+            {**base, "storeEndpoint": store_endpoint, "storeFeedEndpoint": "tcp://127.0.0.1:0"},
+        ),
+        env=env,
+        sink=sink,
+    )
+    cluster.processes.append(store)
+    cluster.store_endpoint = store.endpoints["endpoint"]
+    remoting = start_service(
+        "broker-remoting",
+        service_args(
+            conf_file,
+            {
+                **base,
+                "storeEndpoint": cluster.store_endpoint,
+                "namesrvAddr": namesrv_addr,
+                "listenPort": str(broker_port),
+            },
+        ),
+        env=env,
+        sink=sink,
+    )
+    cluster.processes.append(remoting)
+    cluster.broker_addr = remoting.endpoints["addr"]
+
+
+def start_local_cluster(
+    data_dir: str,
+    *,
+    namesrv_port: int = 0,
+    broker_port: int = 0,
+    conf_file: str | None = None,
+    overrides: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    sink: LineSink | None = None,
+) -> LocalCluster:
+    """The embedded default of `ferry dev up`: a name server and a broker group."""
+    cluster = LocalCluster()
+    try:
+        namesrv = start_service(
+            "namesrv", service_args(None, {"listenPort": str(namesrv_port)}), env=env, sink=sink
+        )
+        cluster.processes.append(namesrv)
+        cluster.namesrv_addr = namesrv.endpoints["addr"]
+        start_broker_services(
+            cluster,
+            os.path.join(data_dir, "broker-a"),
+            namesrv_addr=cluster.namesrv_addr,
+            broker_port=broker_port,
+            conf_file=conf_file,
+            overrides=overrides,
+            env=env,
+            sink=sink,
+        )
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster

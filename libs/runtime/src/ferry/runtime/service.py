@@ -1,0 +1,387 @@
+"""The service base: one ZeroMQ ROUTER loop with a handler table, timers and peers.
+
+A service is single-threaded: requests, replies from peers, feed messages and timers all run on
+the loop, so state needs no locks. A handler returns its reply, or None to answer later through
+its Call (long polling, forwarding to another service). Bad frames and unknown requests get a
+typed ErrorReply and the loop goes on; a handler's crash becomes SYSTEM_ERROR for that request.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from ferry.protocol.errors import (
+    FerryError,
+    RequestCodeNotSupportedError,
+    RequestTimeoutError,
+    SystemBusyError,
+)
+from ferry.protocol.framing import FrameError, RequestCodec, RequestEnvelope
+from ferry.protocol.messages import ErrorReply, PingRequest, PongReply, Reply, Request
+
+log = logging.getLogger("ferry.service")
+
+Payload = list[Any]
+HandlerResult = Reply | tuple[Reply, Payload] | None
+Handler = Callable[[Any, "Call"], HandlerResult]
+ReplyCallback = Callable[[Reply, Payload], None]
+
+DRAIN_BATCH = 256  # messages taken from one socket before other sockets get a turn
+MAX_POLL_MS = 200
+
+
+def error_reply(err: FerryError) -> ErrorReply:
+    return ErrorReply(code=int(err.code), message=err.message, retriable=err.retriable)
+
+
+class Call:
+    """One request being served; answer it once with reply() or fail()."""
+
+    __slots__ = (
+        "_service",
+        "_socket",
+        "deferred",
+        "done",
+        "id",
+        "oneway",
+        "payload",
+        "request",
+        "routing",
+        "traceparent",
+        "tracestate",
+    )
+
+    def __init__(
+        self,
+        service: Service,
+        socket: zmq.Socket[Any],
+        routing: list[Any],
+        env: RequestEnvelope,
+        payload: Payload,
+    ) -> None:
+        self._service = service
+        self._socket = socket
+        self.routing = routing
+        self.id = env.id
+        self.request: Request = env.body
+        self.payload = payload
+        self.traceparent = env.traceparent
+        self.tracestate = env.tracestate
+        self.oneway = env.oneway
+        self.done = False
+        self.deferred = False
+
+    def reply(self, body: Reply, payload: Payload | None = None) -> None:
+        if self.done:
+            return
+        self.done = True
+        if self.deferred:
+            self._service.deferred_calls -= 1
+        if self.oneway:
+            if isinstance(body, ErrorReply):
+                log.debug("oneway %s failed: %s", type(self.request).__name__, body.message)
+            return
+        self._service.send_reply(self._socket, self.routing, self.id, body, payload)
+
+    def fail(self, err: FerryError) -> None:
+        self.reply(error_reply(err))
+
+
+class Peer:
+    """A DEALER connection to another service, driven by the owner's loop."""
+
+    def __init__(self, service: Service, endpoint: str, default_timeout_s: float = 10.0) -> None:
+        self.endpoint = endpoint
+        self._service = service
+        self._socket = service.ctx.socket(zmq.DEALER)
+        self._socket.linger = 0
+        self._socket.connect(endpoint)
+        self._ids = itertools.count(1)
+        self._pending: dict[int, ReplyCallback] = {}
+        self._deadlines: list[tuple[float, int]] = []
+        self.default_timeout_s = default_timeout_s
+        service.add_reader(self._socket, self._on_readable)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def request(
+        self,
+        body: Request,
+        on_reply: ReplyCallback,
+        payload: Payload | None = None,
+        *,
+        timeout_s: float | None = None,
+        traceparent: str = "",
+        tracestate: str = "",
+    ) -> None:
+        rid = next(self._ids)
+        self._pending[rid] = on_reply
+        deadline = time.monotonic() + (timeout_s or self.default_timeout_s)
+        heapq.heappush(self._deadlines, (deadline, rid))
+        env = RequestEnvelope(rid, body, traceparent, tracestate)
+        self._socket.send_multipart(self._service.codec.request_frames(env, payload), copy=False)
+
+    def oneway(self, body: Request, payload: Payload | None = None) -> None:
+        env = RequestEnvelope(0, body, oneway=True)
+        self._socket.send_multipart(self._service.codec.request_frames(env, payload), copy=False)
+
+    def _on_readable(self, sock: zmq.Socket[Any]) -> None:
+        for _ in range(DRAIN_BATCH):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if frames and len(frames[0]) == 0:
+                frames = frames[1:]
+            try:
+                env, payload = self._service.codec.decode_reply(frames)
+            except FrameError as exc:
+                log.warning("undecodable reply from %s: %s", self.endpoint, exc.error)
+                continue
+            callback = self._pending.pop(env.id, None)
+            if callback is not None:
+                self._service.run_callback(callback, env.body, payload)
+
+    def expire(self, now: float) -> None:
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _, rid = heapq.heappop(self._deadlines)
+            callback = self._pending.pop(rid, None)
+            if callback is not None:
+                err = RequestTimeoutError(f"no reply from {self.endpoint} in time")
+                self._service.run_callback(callback, error_reply(err), [])
+        if not self._pending and self._deadlines:
+            self._deadlines.clear()
+
+
+class Service:
+    """Composition root helper: sockets, handler table, timers, run loop."""
+
+    def __init__(self, name: str, *, max_deferred: int = 10_000, version: str = "") -> None:
+        self.name = name
+        self.version = version
+        self.ctx: zmq.Context[Any] = zmq.Context()
+        self.codec = RequestCodec()
+        self.max_deferred = max_deferred
+        self.deferred_calls = 0
+        self._poller = zmq.Poller()
+        self._readers: dict[Any, Callable[[Any], None]] = {}
+        self._handlers: dict[type[Any], Handler] = {PingRequest: self._ping}
+        self._timers: list[tuple[float, int, Callable[[], None], float]] = []
+        self._timer_seq = itertools.count()
+        self._peers: list[Peer] = []
+        self._stop_hooks: list[Callable[[], None]] = []
+        self._stopping = False
+        self._bad_frames = 0
+        self.busy_exempt: set[type[Any]] = {PingRequest}
+
+    # ---- wiring ----
+
+    def bind_router(self, endpoint: str) -> str:
+        """Binds a ROUTER for requests; returns the actual endpoint (port 0 resolved)."""
+        sock = self.ctx.socket(zmq.ROUTER)
+        sock.linger = 500
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        bound = bind(sock, endpoint)
+        self.add_reader(sock, self._on_router)
+        return bound
+
+    def bind_pub(self, endpoint: str) -> tuple[zmq.Socket[Any], str]:
+        sock = self.ctx.socket(zmq.PUB)
+        sock.linger = 0
+        sock.sndhwm = 100_000
+        return sock, bind(sock, endpoint)
+
+    def on(self, request_type: type[Request], handler: Handler) -> None:
+        self._handlers[request_type] = handler
+
+    def add_reader(self, sock: Any, fn: Callable[[Any], None]) -> None:
+        self._readers[sock] = fn
+        self._poller.register(sock, zmq.POLLIN)
+
+    def connect_peer(self, endpoint: str, default_timeout_s: float = 10.0) -> Peer:
+        peer = Peer(self, endpoint, default_timeout_s)
+        self._peers.append(peer)
+        return peer
+
+    def every(
+        self, interval_s: float, fn: Callable[[], None], *, first_s: float | None = None
+    ) -> None:
+        when = time.monotonic() + (interval_s if first_s is None else first_s)
+        heapq.heappush(self._timers, (when, next(self._timer_seq), fn, interval_s))
+
+    def later(self, delay_s: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self._timers, (time.monotonic() + delay_s, next(self._timer_seq), fn, 0.0))
+
+    def on_stop(self, fn: Callable[[], None]) -> None:
+        self._stop_hooks.append(fn)
+
+    # ---- run ----
+
+    def run(self) -> None:
+        self._install_signals()
+        parent = os.environ.get("FERRY_PARENT_PID")
+        if parent and parent.isdigit():
+            parent_pid = int(parent)
+            self.every(0.5, lambda: self._check_parent(parent_pid))
+        try:
+            while not self._stopping:
+                timeout = MAX_POLL_MS
+                if self._timers:
+                    timeout = max(
+                        0, min(timeout, int((self._timers[0][0] - time.monotonic()) * 1000) + 1)
+                    )
+                for sock, _ in self._poller.poll(timeout):
+                    self._readers[sock](sock)
+                self._run_timers()
+        finally:
+            self._shutdown()
+
+    def stop(self) -> None:
+        self._stopping = True
+
+    def _install_signals(self) -> None:
+        def handler(signum: int, _frame: Any) -> None:
+            log.info("%s: signal %d, stopping", self.name, signum)
+            self._stopping = True
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def _check_parent(self, parent_pid: int) -> None:
+        if os.getppid() != parent_pid:
+            log.warning("%s: parent %d is gone, stopping", self.name, parent_pid)
+            self._stopping = True
+
+    def _run_timers(self) -> None:
+        now = time.monotonic()
+        while self._timers and self._timers[0][0] <= now:
+            _, _, fn, interval = heapq.heappop(self._timers)
+            if interval > 0:
+                heapq.heappush(self._timers, (now + interval, next(self._timer_seq), fn, interval))
+            try:
+                fn()
+            except Exception:
+                log.exception("%s: timer %s failed", self.name, getattr(fn, "__name__", fn))
+        for peer in self._peers:
+            peer.expire(now)
+
+    def _shutdown(self) -> None:
+        for hook in reversed(self._stop_hooks):
+            try:
+                hook()
+            except Exception:
+                log.exception("%s: stop hook failed", self.name)
+        self.ctx.destroy(linger=500)
+        log.info("%s: stopped", self.name)
+
+    # ---- requests ----
+
+    def _on_router(self, sock: zmq.Socket[Any]) -> None:
+        for _ in range(DRAIN_BATCH):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._dispatch(sock, frames)
+
+    def _dispatch(self, sock: zmq.Socket[Any], frames: list[Any]) -> None:
+        routing = frames[:1]
+        rest = frames[2:] if len(frames) > 1 and len(frames[1]) == 0 else frames[1:]
+        try:
+            env, payload = self.codec.decode_request(rest)
+        except FrameError as exc:
+            self._bad_frame(exc.error)
+            self.send_reply(sock, routing, exc.request_id, error_reply(exc.error))
+            return
+        call = Call(self, sock, routing, env, payload)
+        handler = self._handlers.get(type(env.body))
+        if handler is None:
+            call.fail(
+                RequestCodeNotSupportedError(
+                    f"{self.name} does not serve {type(env.body).__name__}"
+                )
+            )
+            return
+        if self.deferred_calls >= self.max_deferred and type(env.body) not in self.busy_exempt:
+            call.fail(
+                SystemBusyError(
+                    f"{self.name} is overloaded "
+                    f"({self.deferred_calls} requests pending), retry later"
+                )
+            )
+            return
+        try:
+            result = handler(env.body, call)
+        except FerryError as err:
+            call.fail(err)
+            return
+        except Exception as exc:
+            log.exception("%s: %s failed", self.name, type(env.body).__name__)
+            call.fail(FerryError(f"internal error in {self.name}: {type(exc).__name__}: {exc}"))
+            return
+        if result is None:
+            if not call.done:
+                call.deferred = True
+                self.deferred_calls += 1
+        elif isinstance(result, tuple):
+            call.reply(result[0], result[1])
+        else:
+            call.reply(result)
+
+    def _bad_frame(self, err: FerryError) -> None:
+        self._bad_frames += 1
+        if self._bad_frames <= 20 or self._bad_frames % 1000 == 0:
+            log.warning("%s: bad request #%d: %s", self.name, self._bad_frames, err)
+
+    def send_reply(
+        self,
+        sock: zmq.Socket[Any],
+        routing: list[Any],
+        request_id: int,
+        body: Reply,
+        payload: Payload | None = None,
+    ) -> None:
+        frames = self.codec.reply_frames(routing, request_id, body, payload)
+        try:
+            sock.send_multipart(frames, copy=False)
+        except zmq.ZMQError as exc:
+            log.warning("%s: reply not sent: %s", self.name, exc)
+
+    def run_callback(self, callback: ReplyCallback, body: Reply, payload: Payload) -> None:
+        try:
+            callback(body, payload)
+        except FerryError as err:
+            log.warning("%s: reply handler: %s", self.name, err)
+        except Exception:
+            log.exception("%s: reply handler failed", self.name)
+
+    def _ping(self, _req: PingRequest, _call: Call) -> Reply:
+        return PongReply(service=self.name, version=self.version)
+
+
+def bind(sock: zmq.Socket[Any], endpoint: str) -> str:
+    """Binds, turning a tcp port 0 into a free port; returns the endpoint actually bound."""
+    if endpoint.startswith("tcp://") and endpoint.endswith(":0"):
+        endpoint = endpoint[:-2] + ":*"
+    if endpoint.startswith("ipc://"):
+        os.makedirs(os.path.dirname(endpoint[len("ipc://") :]) or ".", exist_ok=True)
+    sock.bind(endpoint)
+    last = sock.getsockopt(zmq.LAST_ENDPOINT)
+    return last.decode() if isinstance(last, bytes) else str(last)
+
+
+def announce_ready(name: str, **endpoints: str) -> None:
+    """The one machine-readable line a launcher waits for."""
+    fields = " ".join(f"{k}={v}" for k, v in endpoints.items())
+    print(f"READY {name} {fields}".rstrip(), flush=True)
