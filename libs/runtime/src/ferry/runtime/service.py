@@ -181,6 +181,7 @@ class Service:
         self._timer_seq = itertools.count()
         self._peers: list[Peer] = []
         self._stop_hooks: list[Callable[[], None]] = []
+        self._after_poll: list[Callable[[], None]] = []
         self._stopping = False
         self._bad_frames = 0
         self.busy_exempt: set[type[Any]] = {PingRequest}
@@ -226,6 +227,11 @@ class Service:
     def on_stop(self, fn: Callable[[], None]) -> None:
         self._stop_hooks.append(fn)
 
+    def after_poll(self, fn: Callable[[], None]) -> None:
+        """Runs fn after every round of socket reads: where a group commit flushes once for
+        every request that arrived together."""
+        self._after_poll.append(fn)
+
     # ---- run ----
 
     def run(self) -> None:
@@ -243,6 +249,8 @@ class Service:
                     )
                 for sock, _ in self._poller.poll(timeout):
                     self._readers[sock](sock)
+                for fn in self._after_poll:
+                    fn()
                 self._run_timers()
         finally:
             self._shutdown()
