@@ -6,7 +6,7 @@ msgpack header (an Envelope), then raw payload frames. Payloads (records) are ne
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 
@@ -18,10 +18,8 @@ from ferry.protocol.errors import (
     VersionNotSupportedError,
 )
 from ferry.protocol.messages import (
-    ANY_REPLY,
-    ANY_REQUEST,
-    Reply,
-    Request,
+    AnyReply,
+    AnyRequest,
     reply_types,
     request_types,
     wire_tag,
@@ -33,7 +31,7 @@ DELIMITER = b""
 
 class RequestEnvelope(msgspec.Struct, frozen=True, omit_defaults=True):
     id: int  # correlation id, echoed by the reply (RocketMQ's opaque)
-    body: Request
+    body: AnyRequest
     traceparent: str = ""
     tracestate: str = ""
     oneway: bool = False  # no reply is sent
@@ -41,26 +39,7 @@ class RequestEnvelope(msgspec.Struct, frozen=True, omit_defaults=True):
 
 class ReplyEnvelope(msgspec.Struct, frozen=True, omit_defaults=True):
     id: int
-    body: Reply
-
-
-# The same shapes with the body as the tagged union, for decoding only (the encoder writes
-# whatever concrete Struct the body is).
-_RequestWire = msgspec.defstruct(
-    "RequestEnvelope",
-    [
-        ("id", int),
-        ("body", ANY_REQUEST),
-        ("traceparent", str, ""),
-        ("tracestate", str, ""),
-        ("oneway", bool, False),
-    ],
-    frozen=True,
-    omit_defaults=True,
-)
-_ReplyWire = msgspec.defstruct(
-    "ReplyEnvelope", [("id", int), ("body", ANY_REPLY)], frozen=True, omit_defaults=True
-)
+    body: AnyReply
 
 
 class FrameError(Exception):
@@ -86,8 +65,8 @@ class RequestCodec:
 
     def __init__(self) -> None:
         self._encoder = msgspec.msgpack.Encoder()
-        self._req_decoder = msgspec.msgpack.Decoder(_RequestWire)
-        self._rep_decoder = msgspec.msgpack.Decoder(_ReplyWire)
+        self._req_decoder = msgspec.msgpack.Decoder(RequestEnvelope)
+        self._rep_decoder = msgspec.msgpack.Decoder(ReplyEnvelope)
         self._known_request_tags = {wire_tag(t) for t in request_types()}
         self._known_reply_tags = {wire_tag(t) for t in reply_types()}
 
@@ -100,7 +79,7 @@ class RequestCodec:
         return frames
 
     def reply_frames(
-        self, routing: list[Any], request_id: int, body: Reply, payload: list[Any] | None = None
+        self, routing: list[Any], request_id: int, body: AnyReply, payload: list[Any] | None = None
     ) -> list[Any]:
         frames: list[Any] = [
             *routing,
@@ -124,7 +103,7 @@ class RequestCodec:
             env = self._req_decoder.decode(header)
         except msgspec.DecodeError as exc:
             raise self._explain(header, exc, self._known_request_tags) from None
-        return cast(RequestEnvelope, env), frames[2:]
+        return env, frames[2:]
 
     def decode_reply(self, frames: list[Any]) -> tuple[ReplyEnvelope, list[Any]]:
         header = self._check_head(frames)
@@ -132,7 +111,7 @@ class RequestCodec:
             env = self._rep_decoder.decode(header)
         except msgspec.DecodeError as exc:
             raise self._explain(header, exc, self._known_reply_tags) from None
-        return cast(ReplyEnvelope, env), frames[2:]
+        return env, frames[2:]
 
     @staticmethod
     def _check_head(frames: list[Any]) -> Any:

@@ -7,7 +7,7 @@ Each request names its RocketMQ request code in `code` (Ferry-only requests use 
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, TypeAlias
 
 import msgspec
 
@@ -382,7 +382,7 @@ class DispatchNotice(msgspec.Struct, frozen=True, tag="dispatch", tag_field="t")
     next_offset: int
 
 
-ANY_REQUEST = (
+AnyRequest: TypeAlias = (
     PingRequest
     | RegisterBrokerRequest
     | UnregisterBrokerRequest
@@ -409,7 +409,7 @@ ANY_REQUEST = (
     | StoreStatusRequest
 )
 
-ANY_REPLY = (
+AnyReply: TypeAlias = (
     OkReply
     | ErrorReply
     | PongReply
@@ -433,11 +433,11 @@ ANY_REPLY = (
 
 
 def request_types() -> list[type[Request]]:
-    return list(ANY_REQUEST.__args__)
+    return list(AnyRequest.__args__)
 
 
 def reply_types() -> list[type[Reply]]:
-    return list(ANY_REPLY.__args__)
+    return list(AnyReply.__args__)
 
 
 def wire_tag(cls: type[msgspec.Struct]) -> str:

@@ -26,14 +26,21 @@ from ferry.protocol.errors import (
     SystemBusyError,
 )
 from ferry.protocol.framing import FrameError, RequestCodec, RequestEnvelope
-from ferry.protocol.messages import ErrorReply, PingRequest, PongReply, Reply, Request
+from ferry.protocol.messages import (
+    AnyReply,
+    AnyRequest,
+    ErrorReply,
+    PingRequest,
+    PongReply,
+    Request,
+)
 
 log = logging.getLogger("ferry.service")
 
 Payload = list[Any]
-HandlerResult = Reply | tuple[Reply, Payload] | None
+HandlerResult = AnyReply | tuple[AnyReply, Payload] | None
 Handler = Callable[[Any, "Call"], HandlerResult]
-ReplyCallback = Callable[[Reply, Payload], None]
+ReplyCallback = Callable[[AnyReply, Payload], None]
 
 DRAIN_BATCH = 256  # messages taken from one socket before other sockets get a turn
 MAX_POLL_MS = 200
@@ -72,7 +79,7 @@ class Call:
         self._socket = socket
         self.routing = routing
         self.id = env.id
-        self.request: Request = env.body
+        self.request: AnyRequest = env.body
         self.payload = payload
         self.traceparent = env.traceparent
         self.tracestate = env.tracestate
@@ -80,7 +87,7 @@ class Call:
         self.done = False
         self.deferred = False
 
-    def reply(self, body: Reply, payload: Payload | None = None) -> None:
+    def reply(self, body: AnyReply, payload: Payload | None = None) -> None:
         if self.done:
             return
         self.done = True
@@ -117,7 +124,7 @@ class Peer:
 
     def request(
         self,
-        body: Request,
+        body: AnyRequest,
         on_reply: ReplyCallback,
         payload: Payload | None = None,
         *,
@@ -132,7 +139,7 @@ class Peer:
         env = RequestEnvelope(rid, body, traceparent, tracestate)
         self._socket.send_multipart(self._service.codec.request_frames(env, payload), copy=False)
 
-    def oneway(self, body: Request, payload: Payload | None = None) -> None:
+    def oneway(self, body: AnyRequest, payload: Payload | None = None) -> None:
         env = RequestEnvelope(0, body, oneway=True)
         self._socket.send_multipart(self._service.codec.request_frames(env, payload), copy=False)
 
@@ -357,7 +364,7 @@ class Service:
         sock: zmq.Socket[Any],
         routing: list[Any],
         request_id: int,
-        body: Reply,
+        body: AnyReply,
         payload: Payload | None = None,
     ) -> None:
         frames = self.codec.reply_frames(routing, request_id, body, payload)
@@ -366,7 +373,7 @@ class Service:
         except zmq.ZMQError as exc:
             log.warning("%s: reply not sent: %s", self.name, exc)
 
-    def run_callback(self, callback: ReplyCallback, body: Reply, payload: Payload) -> None:
+    def run_callback(self, callback: ReplyCallback, body: AnyReply, payload: Payload) -> None:
         try:
             callback(body, payload)
         except FerryError as err:
@@ -374,7 +381,7 @@ class Service:
         except Exception:
             log.exception("%s: reply handler failed", self.name)
 
-    def _ping(self, _req: PingRequest, _call: Call) -> Reply:
+    def _ping(self, _req: PingRequest, _call: Call) -> AnyReply:
         return PongReply(service=self.name, version=self.version)
 
 
