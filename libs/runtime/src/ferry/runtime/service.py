@@ -241,8 +241,10 @@ class Service:
 
     # ---- run ----
 
-    def run(self) -> None:
-        self._install_signals()
+    def run(self, *, handle_signals: bool = True) -> None:
+        """Serves until stop() or SIGTERM/SIGINT (signals only from the main thread)."""
+        if handle_signals:
+            self._install_signals()
         parent = os.environ.get("FERRY_PARENT_PID")
         if parent and parent.isdigit():
             parent_pid = int(parent)

@@ -1,0 +1,147 @@
+"""`ferry admin <command>` (and `mqadmin`): mqadmin's command names and short flags."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from ferry.cli.groups import CaseInsensitiveGroup
+from ferry.cli.output import fail, print_json, print_table
+from ferry.client import Admin
+from ferry.protocol.errors import FerryError
+
+app = typer.Typer(
+    cls=CaseInsensitiveGroup,
+    no_args_is_help=True,
+    help="Administer topics, groups and brokers (mqadmin's commands; names ignore case).",
+)
+
+Namesrv = Annotated[
+    str,
+    typer.Option("-n", "--namesrv", envvar="NAMESRV_ADDR", help="name server(s), host:port;..."),
+]
+Json = Annotated[bool, typer.Option("--json", help="machine-readable output")]
+Topic = Annotated[str, typer.Option("-t", "--topic", help="topic name")]
+DEFAULT_NAMESRV = "127.0.0.1:9876"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@contextmanager
+def _admin(namesrv: str) -> Iterator[Admin]:
+    try:
+        with Admin(namesrv) as admin:
+            yield admin
+    except FerryError as err:
+        fail(str(err))
+        raise typer.Exit(1) from None
+
+
+@app.command("updateTopic")
+def update_topic(
+    topic: Topic,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    cluster: Annotated[
+        str | None, typer.Option("-c", "--cluster", help="every broker of it")
+    ] = None,
+    broker: Annotated[str | None, typer.Option("-b", "--broker-addr", help="one broker")] = None,
+    read_queues: Annotated[int, typer.Option("-r", "--read-queue-nums")] = 8,
+    write_queues: Annotated[int, typer.Option("-w", "--write-queue-nums")] = 8,
+    perm: Annotated[int, typer.Option("-p", "--perm", help="2 W, 4 R, 6 RW")] = 6,
+    json: Json = False,
+) -> None:
+    """Create or update a topic on a broker (-b) or on every broker of a cluster (-c)."""
+    if not cluster and not broker:
+        cluster = "DefaultCluster"
+    with _admin(namesrv) as admin:
+        done = admin.create_topic(
+            topic, read_queues, write_queues, perm, cluster=cluster, broker_addr=broker
+        )
+    if json:
+        print_json({"topic": topic, "brokers": done})
+        return
+    print_table(
+        f"topic {topic} created or updated",
+        ["broker", "read", "write", "perm"],
+        [(b, read_queues, write_queues, perm) for b in done],
+    )
+
+
+@app.command("topicList")
+def topic_list(namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False) -> None:
+    """List every topic the name servers know."""
+    with _admin(namesrv) as admin:
+        topics = sorted(admin.topic_list())
+    if json:
+        print_json(topics)
+        return
+    print_table(f"{len(topics)} topics", ["topic"], [(t,) for t in topics])
+
+
+@app.command("topicRoute")
+def topic_route(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False) -> None:
+    """Show a topic's brokers and queues."""
+    with _admin(namesrv) as admin:
+        route = admin.topic_route(topic)
+    if json:
+        print_json(route)
+        return
+    addrs = {b.broker_name: b for b in route.broker_datas}
+    rows = []
+    for q in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        b = addrs.get(q.broker_name)
+        rows.append(
+            (
+                q.broker_name,
+                b.cluster if b else "",
+                ", ".join(f"{i}={a}" for i, a in sorted((b.broker_addrs if b else {}).items())),
+                q.read_queue_nums,
+                q.write_queue_nums,
+                q.perm,
+            )
+        )
+    print_table(
+        f"route of {topic}",
+        ["broker", "cluster", "addresses (id=addr)", "read", "write", "perm"],
+        rows,
+    )
+
+
+@app.command("topicStatus")
+def topic_status(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False) -> None:
+    """Min and max offset of each queue of a topic."""
+    with _admin(namesrv) as admin:
+        stats = admin.topic_stats(topic)
+    if json:
+        print_json(stats)
+        return
+    rows = [
+        (broker, q.queue_id, q.min_offset, q.max_offset, q.last_store_ms)
+        for broker, queues in sorted(stats.items())
+        for q in queues
+    ]
+    print_table(
+        f"status of {topic}",
+        ["broker", "queue", "min offset", "max offset", "last store (ms)"],
+        rows,
+    )
+
+
+@app.command("clusterList")
+def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False) -> None:
+    """Clusters, their broker groups and addresses."""
+    with _admin(namesrv) as admin:
+        info = admin.cluster_info()
+    if json:
+        print_json(info)
+        return
+    rows = []
+    for cluster, names in sorted(info.clusters.items()):
+        for name in sorted(names):
+            data = info.brokers.get(name)
+            for bid, addr in sorted((data.broker_addrs if data else {}).items()):
+                rows.append((cluster, name, bid, "master" if bid == 0 else "slave", addr))
+    print_table("clusters", ["cluster", "broker", "id", "role", "address"], rows)

@@ -1,0 +1,39 @@
+"""The `ferry` command and the RocketMQ-habit aliases mqadmin, mqnamesrv, mqbroker."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from ferry.cli import admin, dev
+from ferry.cli.groups import CaseInsensitiveGroup
+from ferry.cli.serve import serve
+
+app = typer.Typer(
+    cls=CaseInsensitiveGroup,
+    no_args_is_help=True,
+    help="Ferry: a RocketMQ-style message queue.",
+    pretty_exceptions_show_locals=False,
+)
+app.add_typer(dev.app, name="dev")
+app.add_typer(admin.app, name="admin")
+app.command("serve")(serve)
+
+
+def main() -> None:
+    app()
+
+
+def mqadmin() -> None:
+    admin.app(prog_name="mqadmin")
+
+
+def mqnamesrv() -> None:
+    sys.argv = [sys.argv[0], "serve", "namesrv", *sys.argv[1:]]
+    app(prog_name="mqnamesrv")
+
+
+def mqbroker() -> None:
+    sys.argv = [sys.argv[0], "serve", "broker", *sys.argv[1:]]
+    app(prog_name="mqbroker")
