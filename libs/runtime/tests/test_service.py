@@ -161,7 +161,7 @@ def test_overload_answers_system_busy_at_once(harness: Harness) -> None:
 
 def test_peer_request_times_out_with_rpc_time_out() -> None:
     service = Service("caller")
-    silent = zmq.Context.instance().socket(zmq.ROUTER)
+    silent: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.ROUTER)
     silent.linger = 0
     port = silent.bind_to_random_port("tcp://127.0.0.1")
     peer = service.connect_peer(f"tcp://127.0.0.1:{port}")

@@ -46,6 +46,12 @@ class NamesrvConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
     scan_not_active_broker_interval: int = 5000
     kv_config_path: str = ""
 
+    def check(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort {self.listen_port} is not a port")
+        if self.scan_not_active_broker_interval <= 0:
+            raise ConfigError("scanNotActiveBrokerInterval must be more than 0 ms")
+
 
 class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
     broker_cluster_name: str = "DefaultCluster"

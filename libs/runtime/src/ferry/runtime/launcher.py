@@ -37,6 +37,7 @@ class ServiceProcess:
     proc: subprocess.Popen[str]
     endpoints: dict[str, str] = field(default_factory=dict)
     output: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=400))
+    pump: threading.Thread | None = None
 
     @property
     def pid(self) -> int:
@@ -54,6 +55,7 @@ class ServiceProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout)
+        self._close_output()
         return self.proc.returncode
 
     def kill(self) -> None:
@@ -61,6 +63,14 @@ class ServiceProcess:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(10)
+        self._close_output()
+
+    def _close_output(self) -> None:
+        # The reader thread ends at EOF once the process is gone; then the pipe can be closed.
+        if self.pump is not None and self.pump is not threading.current_thread():
+            self.pump.join(5)
+        if self.proc.stdout is not None and not self.proc.stdout.closed:
+            self.proc.stdout.close()
 
     def recent_output(self) -> str:
         return "\n".join(self.output)
@@ -106,7 +116,8 @@ def start_service(
                 sink(name, line)
         ready.set()  # EOF: wake the waiter, who sees the process gone
 
-    threading.Thread(target=pump, name=f"pump-{name}", daemon=True).start()
+    sp.pump = threading.Thread(target=pump, name=f"pump-{name}", daemon=True)
+    sp.pump.start()
     deadline = time.monotonic() + ready_timeout
     while not ready.wait(0.05):
         if time.monotonic() > deadline:
@@ -116,6 +127,7 @@ def start_service(
             )
     if not sp.endpoints:
         sp.proc.wait(5)
+        sp._close_output()
         raise LaunchError(
             f"{name} exited with {proc.returncode} before READY:\n{sp.recent_output()}"
         )

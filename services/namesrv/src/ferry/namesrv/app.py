@@ -1,0 +1,153 @@
+"""Composition root of the name server: config, route table, request handlers, expiry scan."""
+
+from __future__ import annotations
+
+import logging
+import time
+from importlib.metadata import version
+
+from ferry.namesrv.route_table import BrokerRef, RouteTable
+from ferry.protocol.errors import InvalidParameterError
+from ferry.protocol.messages import (
+    ClusterInfoReply,
+    GetAllTopicListRequest,
+    GetClusterInfoRequest,
+    GetRouteInfoRequest,
+    OkReply,
+    RegisterBrokerReply,
+    RegisterBrokerRequest,
+    RouteInfoReply,
+    TopicListReply,
+    UnregisterBrokerRequest,
+)
+from ferry.protocol.names import check_topic
+from ferry.runtime.config import NamesrvConfig
+from ferry.runtime.service import Call, Service, announce_ready
+
+log = logging.getLogger("ferry.namesrv")
+
+MAX_PORT = 65535
+
+
+def now_ms() -> int:
+    # Monotonic: a wall-clock jump must not expire every broker at once.
+    return int(time.monotonic() * 1000)
+
+
+def check_name(what: str, value: str) -> None:
+    if not value.strip():
+        raise InvalidParameterError(f"{what} is empty")
+
+
+def check_addr(what: str, addr: str) -> None:
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= MAX_PORT:
+        raise InvalidParameterError(f"{what} {addr!r} is not host:port")
+
+
+def check_register(req: RegisterBrokerRequest) -> None:
+    check_name("cluster", req.cluster)
+    check_name("broker_name", req.broker_name)
+    if req.broker_id < 0:
+        raise InvalidParameterError(f"broker_id {req.broker_id} is negative")
+    check_addr("broker_addr", req.broker_addr)
+    if req.ha_addr:
+        check_addr("ha_addr", req.ha_addr)
+    if req.timeout_ms <= 0:
+        raise InvalidParameterError(f"timeout_ms {req.timeout_ms} is not positive")
+    for name, config in req.topics.items():
+        check_topic(name)
+        if config.topic_name != name:
+            raise InvalidParameterError(f"topic key {name!r} names config {config.topic_name!r}")
+        if config.read_queue_nums < 0 or config.write_queue_nums < 0:
+            raise InvalidParameterError(f"topic {name!r} has a negative queue count")
+
+
+def advertised(endpoint: str) -> str:
+    """'tcp://0.0.0.0:9876' -> '127.0.0.1:9876': the host:port clients dial."""
+    host, _, port = endpoint.removeprefix("tcp://").rpartition(":")
+    if host in ("0.0.0.0", "*", ""):
+        host = "127.0.0.1"
+    return f"{host}:{port}"
+
+
+class NamesrvApp:
+    """Binds the ROUTER and wires the handlers; run() serves until SIGTERM/SIGINT."""
+
+    def __init__(self, config: NamesrvConfig) -> None:
+        self.config = config
+        self.table = RouteTable()
+        self.service = Service("namesrv", version=version("ferry-namesrv"))
+        endpoint = self.service.bind_router(f"tcp://{config.listen_host}:{config.listen_port}")
+        self.addr = advertised(endpoint)
+        self.service.on(RegisterBrokerRequest, self._register)
+        self.service.on(UnregisterBrokerRequest, self._unregister)
+        self.service.on(GetRouteInfoRequest, self._route)
+        self.service.on(GetClusterInfoRequest, self._cluster_info)
+        self.service.on(GetAllTopicListRequest, self._topic_list)
+        self.service.every(config.scan_not_active_broker_interval / 1000, self._scan)
+
+    def run(self) -> None:
+        announce_ready("namesrv", addr=self.addr)
+        log.info("namesrv serving on %s", self.addr)
+        self.service.run()
+
+    # ---- handlers ----
+
+    def _register(self, req: RegisterBrokerRequest, _call: Call) -> RegisterBrokerReply:
+        check_register(req)
+        result = self.table.register(
+            cluster=req.cluster,
+            broker_name=req.broker_name,
+            broker_id=req.broker_id,
+            broker_addr=req.broker_addr,
+            ha_addr=req.ha_addr,
+            topics=req.topics,
+            timeout_ms=req.timeout_ms,
+            now_ms=now_ms(),
+        )
+        if result.first:
+            log.info(
+                "broker registered: %s id %d at %s, cluster %s, %d topics",
+                req.broker_name,
+                req.broker_id,
+                req.broker_addr,
+                req.cluster,
+                len(req.topics),
+            )
+        return result.reply
+
+    def _unregister(self, req: UnregisterBrokerRequest, _call: Call) -> OkReply:
+        removed = self.table.unregister(
+            broker_name=req.broker_name, broker_id=req.broker_id, broker_addr=req.broker_addr
+        )
+        if removed is not None:
+            self._log_removed(removed, "unregistered")
+        return OkReply()
+
+    def _route(self, req: GetRouteInfoRequest, _call: Call) -> RouteInfoReply:
+        check_topic(req.topic)
+        return RouteInfoReply(self.table.route(req.topic))
+
+    def _cluster_info(self, _req: GetClusterInfoRequest, _call: Call) -> ClusterInfoReply:
+        return self.table.cluster_info()
+
+    def _topic_list(self, _req: GetAllTopicListRequest, _call: Call) -> TopicListReply:
+        return TopicListReply(self.table.topic_names())
+
+    # ---- background ----
+
+    def _scan(self) -> None:
+        for removed in self.table.expire(now_ms()):
+            self._log_removed(removed, "expired (no registration within its timeout)")
+
+    @staticmethod
+    def _log_removed(ref: BrokerRef, why: str) -> None:
+        log.info(
+            "broker %s: %s id %d at %s, cluster %s",
+            why,
+            ref.broker_name,
+            ref.broker_id,
+            ref.addr,
+            ref.cluster,
+        )

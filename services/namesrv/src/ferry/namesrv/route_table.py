@@ -1,0 +1,162 @@
+"""The name server's state: which brokers are alive and which topics they serve.
+
+RocketMQ's RouteInfoManager without the sockets. Brokers of one broker name form a group
+(id 0 the master, >0 slaves); only the master's registration sets the group's queue data.
+A group's queue data stays while any member of the group is alive, as in RocketMQ, so that
+consumers can still read from a slave when the master is gone (producers skip queues whose
+group has no master address in the route).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ferry.protocol.errors import TopicNotExistError
+from ferry.protocol.messages import (
+    BrokerData,
+    ClusterInfoReply,
+    QueueData,
+    RegisterBrokerReply,
+    TopicConfig,
+    TopicRouteData,
+)
+
+MASTER_ID = 0
+
+
+@dataclass
+class _Member:
+    addr: str
+    ha_addr: str
+    timeout_ms: int
+    last_update_ms: int
+
+
+@dataclass
+class _Group:
+    cluster: str
+    members: dict[int, _Member] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BrokerRef:
+    """One broker as it was known; what register/unregister/expire report for logging."""
+
+    cluster: str
+    broker_name: str
+    broker_id: int
+    addr: str
+
+
+@dataclass(frozen=True)
+class Registration:
+    reply: RegisterBrokerReply
+    first: bool  # a broker (or an address for its id) not known before: worth a log line
+
+
+class RouteTable:
+    def __init__(self) -> None:
+        self._groups: dict[str, _Group] = {}
+        # topic -> broker name -> queue data
+        self._topics: dict[str, dict[str, QueueData]] = {}
+
+    def register(
+        self,
+        *,
+        cluster: str,
+        broker_name: str,
+        broker_id: int,
+        broker_addr: str,
+        ha_addr: str = "",
+        topics: Mapping[str, TopicConfig] | None = None,
+        timeout_ms: int,
+        now_ms: int,
+    ) -> Registration:
+        group = self._groups.setdefault(broker_name, _Group(cluster))
+        group.cluster = cluster
+        # A broker that changed its id (role switch) is still listed under the old one.
+        for old_id, member in list(group.members.items()):
+            if member.addr == broker_addr and old_id != broker_id:
+                del group.members[old_id]
+        known = group.members.get(broker_id)
+        first = known is None or known.addr != broker_addr
+        group.members[broker_id] = _Member(broker_addr, ha_addr, timeout_ms, now_ms)
+        if broker_id == MASTER_ID:
+            self._set_queue_data(broker_name, topics or {})
+            return Registration(RegisterBrokerReply(), first)
+        master = group.members.get(MASTER_ID)
+        if master is None:
+            return Registration(RegisterBrokerReply(), first)
+        return Registration(RegisterBrokerReply(master.addr, master.ha_addr), first)
+
+    def unregister(self, *, broker_name: str, broker_id: int, broker_addr: str) -> BrokerRef | None:
+        """Removes the broker if it is listed with that address; None when it is not."""
+        group = self._groups.get(broker_name)
+        if group is None:
+            return None
+        member = group.members.get(broker_id)
+        if member is None or member.addr != broker_addr:
+            return None
+        return self._remove(broker_name, broker_id)
+
+    def expire(self, now_ms: int) -> list[BrokerRef]:
+        """Removes every broker whose last registration is older than its timeout."""
+        stale = [
+            (name, broker_id)
+            for name, group in self._groups.items()
+            for broker_id, member in group.members.items()
+            if now_ms - member.last_update_ms > member.timeout_ms
+        ]
+        return [self._remove(name, broker_id) for name, broker_id in stale]
+
+    def route(self, topic: str) -> TopicRouteData:
+        queues = self._topics.get(topic)
+        if not queues:
+            raise TopicNotExistError(f"No route info of this topic: {topic}")
+        names = sorted(queues)
+        return TopicRouteData(
+            queue_datas=[queues[name] for name in names],
+            broker_datas=[self._broker_data(name) for name in names if name in self._groups],
+        )
+
+    def cluster_info(self) -> ClusterInfoReply:
+        clusters: dict[str, list[str]] = {}
+        for name in sorted(self._groups):
+            clusters.setdefault(self._groups[name].cluster, []).append(name)
+        brokers = {name: self._broker_data(name) for name in self._groups}
+        return ClusterInfoReply(brokers=brokers, clusters=clusters)
+
+    def topic_names(self) -> list[str]:
+        return sorted(self._topics)
+
+    # ---- internals ----
+
+    def _set_queue_data(self, broker_name: str, topics: Mapping[str, TopicConfig]) -> None:
+        """The master's topic set replaces what its group had."""
+        for name, config in topics.items():
+            self._topics.setdefault(name, {})[broker_name] = QueueData(
+                broker_name, config.read_queue_nums, config.write_queue_nums, config.perm
+            )
+        for name in [t for t in self._topics if t not in topics]:
+            self._drop_queue_data(name, broker_name)
+
+    def _drop_queue_data(self, topic: str, broker_name: str) -> None:
+        queues = self._topics[topic]
+        queues.pop(broker_name, None)
+        if not queues:
+            del self._topics[topic]
+
+    def _remove(self, broker_name: str, broker_id: int) -> BrokerRef:
+        group = self._groups[broker_name]
+        member = group.members.pop(broker_id)
+        if not group.members:
+            del self._groups[broker_name]
+            for topic in list(self._topics):
+                self._drop_queue_data(topic, broker_name)
+        return BrokerRef(group.cluster, broker_name, broker_id, member.addr)
+
+    def _broker_data(self, broker_name: str) -> BrokerData:
+        group = self._groups[broker_name]
+        addrs = {broker_id: m.addr for broker_id, m in sorted(group.members.items())}
+        return BrokerData(cluster=group.cluster, broker_name=broker_name, broker_addrs=addrs)
