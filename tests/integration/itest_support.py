@@ -1,0 +1,164 @@
+"""Helpers for cross-service tests: clusters of real processes started by the same launcher as
+`ferry dev up`, deadline-bounded waits, and an OTLP/HTTP sink standing in for a tracing backend."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+from ferry.runtime.launcher import LocalCluster, start_broker_services, start_local_cluster
+
+# Small segments so that rolling happens in tests.
+SMALL_STORE = {
+    "mappedFileSizeCommitLog": str(4 * 1024 * 1024),
+    "mappedFileSizeConsumeQueue": str(20 * 50_000),
+}
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Polls predicate until it returns something truthy; fails the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)  # wait-ok: polling interval of a deadline-bounded wait
+
+
+@dataclass
+class Cluster:
+    dir: Path
+    local: LocalCluster
+    env: dict[str, str] | None = None
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def namesrv(self) -> str:
+        return self.local.namesrv_addr
+
+    @property
+    def broker_addr(self) -> str:
+        return self.local.broker_addr
+
+    def restart_broker(self) -> None:
+        """Stops store and remoting cleanly and starts them again on the same port and dir."""
+        port = self.broker_addr.rsplit(":", 1)[1]
+        for name in ("broker-remoting", "broker-store"):
+            sp = self.local.get(name)
+            sp.stop()
+            self.local.processes.remove(sp)
+        start_broker_services(
+            self.local,
+            str(self.dir / "broker-a"),
+            namesrv_addr=self.namesrv,
+            broker_port=int(port),
+            overrides=self.overrides,
+            env=self.env,
+        )
+
+
+def start_cluster(
+    tmp_path: Path, env: dict[str, str] | None = None, overrides: dict[str, str] | None = None
+) -> Cluster:
+    merged = {**SMALL_STORE, **(overrides or {})}
+    local = start_local_cluster(str(tmp_path), overrides=merged, env=env)
+    return Cluster(tmp_path, local, env, merged)
+
+
+# ---- an OTLP/HTTP receiver standing in for a tracing backend ------------------------------
+
+
+@dataclass
+class ReceivedSpan:
+    service: str
+    name: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    kind: int
+    attributes: dict[str, Any]
+
+
+class OtlpSink:
+    def __init__(self) -> None:
+        self.spans: list[ReceivedSpan] = []
+        self._lock = threading.Lock()
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                request = trace_service_pb2.ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                sink.add(request)
+                reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def add(self, request: Any) -> None:
+        with self._lock:
+            for rs in request.resource_spans:
+                service = next(
+                    (
+                        a.value.string_value
+                        for a in rs.resource.attributes
+                        if a.key == "service.name"
+                    ),
+                    "",
+                )
+                for ss in rs.scope_spans:
+                    for s in ss.spans:
+                        attrs = {a.key: a.value for a in s.attributes}
+                        self.spans.append(
+                            ReceivedSpan(
+                                service,
+                                s.name,
+                                s.trace_id.hex(),
+                                s.span_id.hex(),
+                                s.parent_span_id.hex(),
+                                s.kind,
+                                attrs,
+                            )
+                        )
+
+    def snapshot(self) -> list[ReceivedSpan]:
+        with self._lock:
+            return list(self.spans)
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": self.endpoint,
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+                "OTEL_BSP_SCHEDULE_DELAY": "100",
+            }
+        )
+        return env
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
