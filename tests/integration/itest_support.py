@@ -162,3 +162,44 @@ class OtlpSink:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)
+
+
+class RawClient:
+    """A bare DEALER speaking the wire protocol, for sending what no SDK would send."""
+
+    def __init__(self, endpoint: str) -> None:
+        import zmq
+
+        from ferry.protocol.framing import RequestCodec
+
+        if "://" not in endpoint:
+            endpoint = f"tcp://{endpoint}"
+        self._zmq = zmq
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.linger = 0
+        self.sock.connect(endpoint)
+        self.codec = RequestCodec()
+        self._next = 0
+
+    def send_raw(self, frames: list[bytes]) -> tuple[Any, list[Any]]:
+        self.sock.send_multipart(frames)
+        if not self.sock.poll(10_000):
+            pytest.fail("no reply within 10 s")
+        reply = self.sock.recv_multipart()
+        env, payload = self.codec.decode_reply(reply[1:])
+        return env, payload
+
+    def call(self, body: Any, payload: list[bytes] | None = None) -> tuple[Any, list[Any]]:
+        from ferry.protocol.framing import RequestEnvelope
+
+        self._next += 1
+        env, reply_payload = self.send_raw(
+            self.codec.request_frames(RequestEnvelope(self._next, body), payload)
+        )
+        assert env.id == self._next
+        return env.body, reply_payload
+
+    def close(self) -> None:
+        self.sock.close()
+        self.ctx.term()
