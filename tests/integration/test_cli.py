@@ -1,0 +1,182 @@
+"""The `ferry` command as people use it: dev up, admin, serve."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from itest_support import wait_for
+
+FERRY = str(Path(sys.executable).parent / "ferry")
+MQADMIN = str(Path(sys.executable).parent / "mqadmin")
+
+
+def children_of(pid: int) -> set[int]:
+    """Every live descendant of pid, read from /proc."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z":
+            parents[int(entry)] = int(fields[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+class DevUp:
+    def __init__(self, data_dir: Path) -> None:
+        self.proc = subprocess.Popen(
+            [
+                FERRY,
+                "dev",
+                "up",
+                "--data-dir",
+                str(data_dir),
+                "--namesrv-port",
+                "0",
+                "--broker-port",
+                "0",
+                "--set",
+                "mappedFileSizeCommitLog=1048576",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + 60
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip())
+            if line.startswith("READY "):
+                break
+            if time.monotonic() > deadline:
+                break
+        ready = [ln for ln in self.lines if ln.startswith("READY ")]
+        assert ready, "\n".join(self.lines)
+        self.fields = dict(part.split("=", 1) for part in ready[0].split()[1:])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+
+@pytest.fixture
+def dev_up(tmp_path: Path) -> Iterator[DevUp]:
+    dev = DevUp(tmp_path / "data")
+    yield dev
+    dev.close()
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_dev_up_prints_ready_then_admin_commands_work(dev_up: DevUp) -> None:
+    ns = dev_up.fields["namesrv"]
+    assert ns.startswith("127.0.0.1:")
+    made = run(FERRY, "admin", "updateTopic", "-n", ns, "-t", "CliTopic", "-r", "3", "-w", "3")
+    assert made.returncode == 0, made.stderr
+    assert "CliTopic" in made.stdout
+
+    def listed() -> bool:
+        out = run(FERRY, "admin", "topicList", "-n", ns, "--json")
+        return out.returncode == 0 and "CliTopic" in json.loads(out.stdout)
+
+    wait_for(listed, timeout=15, what="CliTopic in topicList")
+    route = run(MQADMIN, "TOPICROUTE", "-n", ns, "-t", "CliTopic", "--json")  # any case
+    assert route.returncode == 0, route.stderr
+    assert json.loads(route.stdout)["queue_datas"][0]["write_queue_nums"] == 3
+    clusters = run(FERRY, "admin", "clusterlist", "-n", ns)
+    assert clusters.returncode == 0, clusters.stderr
+    assert "broker-a" in clusters.stdout
+    assert "DefaultCluster" in clusters.stdout
+    missing = run(FERRY, "admin", "topicRoute", "-n", ns, "-t", "NoSuchTopic")
+    assert missing.returncode == 1
+    assert "TOPIC_NOT_EXIST" in missing.stderr
+
+
+def test_dev_up_stops_cleanly_on_sigterm_leaving_no_processes(dev_up: DevUp) -> None:
+    kids = children_of(dev_up.proc.pid)
+    assert len(kids) >= 3  # namesrv, broker-store, broker-remoting
+    dev_up.proc.send_signal(signal.SIGTERM)
+    assert dev_up.proc.wait(30) == 0
+    wait_for(lambda: not any(alive(k) for k in kids), timeout=15, what="children to exit")
+
+
+def test_services_exit_when_dev_up_is_killed(dev_up: DevUp) -> None:
+    kids = children_of(dev_up.proc.pid)
+    dev_up.proc.kill()
+    dev_up.proc.wait(10)
+    wait_for(
+        lambda: not any(alive(k) for k in kids),
+        timeout=15,
+        what="orphaned services to notice their parent is gone",
+    )
+
+
+def test_serve_broker_accepts_a_rocketmq_broker_conf(tmp_path: Path) -> None:
+    conf = Path(__file__).parents[2] / "libs" / "runtime" / "tests" / "seed_broker.conf"
+    proc = subprocess.Popen(
+        [
+            FERRY,
+            "serve",
+            "broker",
+            "-c",
+            str(conf),
+            "--set",
+            "listenPort=0",
+            "--set",
+            f"storePathRootDir={tmp_path}",
+            "--set",
+            "namesrvAddr=127.0.0.1:1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+            if line.startswith("READY broker"):
+                break
+        ready = [ln for ln in lines if ln.startswith("READY broker")]
+        assert ready, "\n".join(lines)
+        assert "addr=192.168.29.18:" in ready[0]  # brokerIP1 is what clients are told
+        assert any("pullMessageThreadPoolNums" in ln for ln in lines)  # unknown key reported
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        proc.stdout.close()
