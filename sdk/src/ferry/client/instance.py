@@ -1,0 +1,52 @@
+"""What every client of the SDK needs once: connections, routes, a timer thread, its id.
+
+Each Producer, PullConsumer and Admin builds one ClientInstance in start() and closes it in
+shutdown(); nothing here runs at import.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+
+from opentelemetry import trace
+
+from ferry.client.msg_id import MessageIdGenerator, local_ip
+from ferry.client.route import RouteCache, parse_namesrv
+from ferry.client.timers import Ticker
+from ferry.client.tracing import Tracing
+from ferry.client.transport import Connection, ConnectionPool
+from ferry.protocol import record
+
+log = logging.getLogger("ferry.client")
+
+DEFAULT_API_TIMEOUT_S = 3.0  # mqClientApiTimeout
+
+
+class ClientInstance:
+    def __init__(
+        self,
+        namesrv: str,
+        *,
+        role: str,
+        api_timeout_s: float = DEFAULT_API_TIMEOUT_S,
+        tracer_provider: trace.TracerProvider | None = None,
+    ) -> None:
+        addrs = parse_namesrv(namesrv)
+        self.api_timeout_s = api_timeout_s
+        self.ip = local_ip(addrs[0])
+        self.client_id = f"{self.ip}@{os.getpid()}@{role}-{random.getrandbits(32):08x}"
+        self.born_host = record.pack_host(f"{self.ip}:0")
+        self.msg_ids = MessageIdGenerator(self.ip)
+        self.pool = ConnectionPool()
+        self.routes = RouteCache(addrs, self.pool, api_timeout_s)
+        self.tracing = Tracing(tracer_provider, self.client_id)
+        self.ticker = Ticker(f"ferry-{role}-timer")
+
+    def connection(self, address: str) -> Connection:
+        return self.pool.get(address)
+
+    def close(self) -> None:
+        self.ticker.close()
+        self.pool.close()

@@ -1,0 +1,287 @@
+"""What users send and receive, and how a message becomes a CommitLog record and back."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ferry.protocol import record
+from ferry.protocol.codes import SendStatus
+from ferry.protocol.errors import InvalidParameterError, MessageIllegalError
+
+__all__ = [
+    "ConsumeFromWhere",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "SendResult",
+    "SendStatus",
+    "decode_message",
+    "encode_message",
+]
+
+_SEPARATORS = (record.PROP_SEP, record.PROP_END)
+
+
+class ConsumeFromWhere(enum.Enum):
+    """Where a group with no committed offset starts (RocketMQ's CONSUME_FROM_*)."""
+
+    LAST_OFFSET = "LAST_OFFSET"
+    FIRST_OFFSET = "FIRST_OFFSET"
+    TIMESTAMP = "TIMESTAMP"
+
+
+class MessageModel(enum.Enum):
+    CLUSTERING = "CLUSTERING"
+    BROADCASTING = "BROADCASTING"
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class MessageQueue:
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}@{self.broker_name}#{self.queue_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """Outcome of a send. Every status means the message is stored on the master.
+
+    For send_batch, msg_id and offset_msg_id hold the ids of all messages joined by commas (as
+    RocketMQ does) and queue_offset is the offset of the first; `msg_ids` splits them.
+    """
+
+    status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    queue: MessageQueue
+    queue_offset: int
+
+    @property
+    def msg_ids(self) -> list[str]:
+        return self.msg_id.split(",")
+
+
+def _as_bytes(body: bytes | bytearray | memoryview | str) -> bytes:
+    if isinstance(body, str):
+        return body.encode()
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, bytearray | memoryview):
+        return bytes(body)
+    raise InvalidParameterError(f"message body must be bytes or str, not {type(body).__name__}")
+
+
+class Message:
+    """A message to send. `keys` is a string or a list of strings; a str body is UTF-8."""
+
+    __slots__ = ("body", "deliver_at_ms", "delay_level", "keys", "properties", "tags", "topic")
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes | bytearray | memoryview | str,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        delay_level: int = 0,
+        deliver_at_ms: int | None = None,
+    ) -> None:
+        self.topic = topic
+        self.body: bytes = _as_bytes(body)
+        self.tags = tags or None
+        if keys is None:
+            self.keys: list[str] = []
+        elif isinstance(keys, str):
+            self.keys = [keys]
+        else:
+            self.keys = list(keys)
+        self.properties: dict[str, str] = dict(properties) if properties else {}
+        self.delay_level = delay_level
+        self.deliver_at_ms = deliver_at_ms
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _all_slots(type(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, Message)
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{name}={getattr(self, name)!r}"
+            for name in _all_slots(type(self))
+            if name != "body" and getattr(self, name) not in (None, [], {}, 0)
+        )
+        return f"{type(self).__name__}({shown}, body=<{len(self.body)} bytes>)"
+
+
+class MessageExt(Message):
+    """A message as stored: what a consumer receives. `properties` holds every property,
+    the reserved ones (TAGS, KEYS, UNIQ_KEY, traceparent, ...) included, as RocketMQ does."""
+
+    __slots__ = (
+        "born_host",
+        "born_timestamp",
+        "broker_name",
+        "commitlog_offset",
+        "flag",
+        "msg_id",
+        "offset_msg_id",
+        "queue",
+        "queue_offset",
+        "reconsume_times",
+        "store_host",
+        "store_timestamp",
+        "sysflag",
+    )
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        tags: str | None = None,
+        keys: Sequence[str] = (),
+        properties: Mapping[str, str] | None = None,
+        delay_level: int = 0,
+        deliver_at_ms: int | None = None,
+        msg_id: str = "",
+        offset_msg_id: str = "",
+        queue: MessageQueue | None = None,
+        queue_offset: int = 0,
+        commitlog_offset: int = 0,
+        born_timestamp: int = 0,
+        store_timestamp: int = 0,
+        born_host: str = "",
+        store_host: str = "",
+        reconsume_times: int = 0,
+        broker_name: str = "",
+        flag: int = 0,
+        sysflag: int = 0,
+    ) -> None:
+        super().__init__(topic, body, tags, list(keys), properties, delay_level, deliver_at_ms)
+        self.msg_id = msg_id
+        self.offset_msg_id = offset_msg_id
+        self.queue = queue if queue is not None else MessageQueue(topic, broker_name, 0)
+        self.queue_offset = queue_offset
+        self.commitlog_offset = commitlog_offset
+        self.born_timestamp = born_timestamp
+        self.store_timestamp = store_timestamp
+        self.born_host = born_host
+        self.store_host = store_host
+        self.reconsume_times = reconsume_times
+        self.broker_name = broker_name
+        self.flag = flag
+        self.sysflag = sysflag
+
+    @property
+    def queue_id(self) -> int:
+        return self.queue.queue_id
+
+
+def _all_slots(cls: type) -> list[str]:
+    names: list[str] = []
+    for klass in reversed(cls.__mro__):
+        names.extend(getattr(klass, "__slots__", ()))
+    return names
+
+
+def _check(text: str, what: str) -> None:
+    for ch in _SEPARATORS:
+        if ch in text:
+            raise InvalidParameterError(
+                f"{what} contains a reserved separator character ({ch!r})"
+            )
+
+
+def message_properties(msg: Message, msg_id: str) -> dict[str, str]:
+    """The properties a message is stored with: the user's, then the reserved ones."""
+    props: dict[str, str] = {}
+    for key, value in msg.properties.items():
+        value = value if isinstance(value, str) else str(value)
+        _check(key, "property name")
+        _check(value, f"property {key!r}")
+        props[key] = value
+    if msg.tags:
+        _check(msg.tags, "tags")
+        props[record.PROPERTY_TAGS] = msg.tags
+    if msg.keys:
+        joined = " ".join(msg.keys)
+        _check(joined, "keys")
+        props[record.PROPERTY_KEYS] = joined
+    props[record.PROPERTY_UNIQ_KEY] = msg_id
+    if msg.delay_level > 0:
+        props[record.PROPERTY_DELAY] = str(msg.delay_level)
+    if msg.deliver_at_ms is not None:
+        props[record.PROPERTY_TIMER_DELIVER_MS] = str(msg.deliver_at_ms)
+    return props
+
+
+def encode_message(
+    msg: Message,
+    props: Mapping[str, str],
+    *,
+    born_timestamp: int,
+    born_host: bytes,
+) -> bytes:
+    """One record in the layout of ferry.protocol.record, ready for a SendMessageRequest."""
+    try:
+        return record.encode_record(
+            msg.topic.encode(),
+            msg.body,
+            record.encode_properties(props),
+            born_timestamp=born_timestamp,
+            born_host=born_host,
+        )
+    except record.RecordError as exc:
+        raise MessageIllegalError(str(exc)) from None
+
+
+def _int_property(props: Mapping[str, str], key: str) -> int | None:
+    raw = props.get(key)
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return None
+
+
+def decode_message(rec: record.Record, broker_name: str) -> MessageExt:
+    """A stored record (from a pull) as the MessageExt a consumer sees."""
+    props = rec.properties
+    keys = props.get(record.PROPERTY_KEYS)
+    offset_id = record.offset_msg_id(rec.store_host, rec.phys_offset)
+    return MessageExt(
+        rec.topic,
+        rec.body,
+        tags=props.get(record.PROPERTY_TAGS) or None,
+        keys=keys.split() if keys else (),
+        properties=props,
+        delay_level=_int_property(props, record.PROPERTY_DELAY) or 0,
+        deliver_at_ms=_int_property(props, record.PROPERTY_TIMER_DELIVER_MS),
+        msg_id=props.get(record.PROPERTY_UNIQ_KEY) or offset_id,
+        offset_msg_id=offset_id,
+        queue=MessageQueue(rec.topic, broker_name, rec.queue_id),
+        queue_offset=rec.queue_offset,
+        commitlog_offset=rec.phys_offset,
+        born_timestamp=rec.born_timestamp,
+        store_timestamp=rec.store_timestamp,
+        born_host=rec.born_host,
+        store_host=rec.store_host,
+        reconsume_times=rec.reconsume_times,
+        broker_name=broker_name,
+        flag=rec.flag,
+        sysflag=rec.sysflag,
+    )

@@ -1,0 +1,76 @@
+"""Client-generated unique message ids (the UNIQ_KEY property, RocketMQ's msgId).
+
+16 bytes, written as 32 upper-case hex digits: IPv4 of the client (4), process id (2), a random
+number fixed per generator (4), milliseconds since the start of the current month (4), and a
+counter (2). The first 10 bytes are fixed per generator, so they are formatted once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import os
+import random
+import socket
+import threading
+import time
+
+MSG_ID_HEX_LEN = 32
+
+
+def month_start_ms(now_ms: int) -> tuple[int, int]:
+    """(start of the month containing now_ms, start of the next month), UTC, in ms."""
+    now = dt.datetime.fromtimestamp(now_ms / 1000, tz=dt.UTC)
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    if start.month == 12:
+        following = start.replace(year=start.year + 1, month=1)
+    else:
+        following = start.replace(month=start.month + 1)
+    return int(start.timestamp() * 1000), int(following.timestamp() * 1000)
+
+
+class MessageIdGenerator:
+    """Thread-safe; one per client."""
+
+    def __init__(self, ip: str = "127.0.0.1", pid: int | None = None) -> None:
+        try:
+            ip_raw = socket.inet_aton(ip)
+        except OSError:
+            ip_raw = bytes(4)
+        pid_raw = ((os.getpid() if pid is None else pid) & 0xFFFF).to_bytes(2, "big")
+        salt = random.getrandbits(32).to_bytes(4, "big")
+        self.prefix = (ip_raw + pid_raw + salt).hex().upper()
+        self._counter = itertools.count(random.getrandbits(16))
+        self._lock = threading.Lock()
+        self._month_start, self._next_month = month_start_ms(int(time.time() * 1000))
+
+    def next_id(self) -> str:
+        now_ms = int(time.time() * 1000)
+        if now_ms >= self._next_month:
+            with self._lock:
+                if now_ms >= self._next_month:
+                    self._month_start, self._next_month = month_start_ms(now_ms)
+        delta = max(0, now_ms - self._month_start) & 0xFFFFFFFF
+        count = next(self._counter) & 0xFFFF  # next() on a count is atomic in CPython
+        return f"{self.prefix}{delta:08X}{count:04X}"
+
+
+def local_ip(towards: str = "") -> str:
+    """The IPv4 this host uses to reach `towards` ("host:port"), else a best guess.
+
+    A UDP connect sends nothing; it only asks the kernel for the route's source address.
+    """
+    host = towards.rpartition(":")[0] if towards else ""
+    if host:
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+                probe.connect((host, 9))
+                addr = str(probe.getsockname()[0])
+                if addr and addr != "0.0.0.0":
+                    return addr
+        except OSError:
+            pass
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"

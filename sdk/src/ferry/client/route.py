@@ -1,0 +1,176 @@
+"""Topic routes: which broker groups serve a topic, their queues and master addresses.
+
+TopicRoute is plain state built from the name server's TopicRouteData; RouteCache keeps one
+per topic, asks any name server of the list (the next one when one fails) and is refreshed
+every pollNameServerInterval and after a send fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from ferry.client.message import MessageQueue
+from ferry.client.transport import ConnectionPool, expect
+from ferry.protocol.codes import Perm
+from ferry.protocol.errors import FerryError, InvalidParameterError, TopicNotExistError
+from ferry.protocol.messages import (
+    AnyRequest,
+    GetRouteInfoRequest,
+    Reply,
+    RouteInfoReply,
+    TopicRouteData,
+)
+
+log = logging.getLogger("ferry.client.route")
+
+MASTER_ID = 0
+R = TypeVar("R", bound=Reply)
+
+
+def parse_namesrv(namesrv: str) -> list[str]:
+    """'host:port;host:port' -> the addresses, in order."""
+    addrs = [part.strip() for part in namesrv.split(";") if part.strip()]
+    if not addrs:
+        raise InvalidParameterError("no name server address given (host:port;host:port)")
+    for addr in addrs:
+        host, sep, port = addr.rpartition(":")
+        if "://" not in addr and (not sep or not host or not port.isdigit()):
+            raise InvalidParameterError(f"name server address {addr!r} is not host:port")
+    return addrs
+
+
+@dataclass(frozen=True)
+class TopicRoute:
+    topic: str
+    write_queues: tuple[MessageQueue, ...]
+    read_queues: tuple[MessageQueue, ...]
+    # broker name -> address of its master (brokers without a live master are left out)
+    master_addrs: dict[str, str]
+    # broker name -> broker id -> address (slaves included)
+    broker_addrs: dict[str, dict[int, str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_data(cls, topic: str, data: TopicRouteData) -> TopicRoute:
+        broker_addrs = {b.broker_name: dict(b.broker_addrs) for b in data.broker_datas}
+        masters = {
+            name: addrs[MASTER_ID] for name, addrs in broker_addrs.items() if MASTER_ID in addrs
+        }
+        write: list[MessageQueue] = []
+        read: list[MessageQueue] = []
+        for qd in data.queue_datas:
+            if qd.perm & Perm.WRITE and qd.broker_name in masters:
+                write.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums))
+            if qd.perm & Perm.READ and broker_addrs.get(qd.broker_name):
+                read.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.read_queue_nums))
+        return cls(topic, tuple(sorted(write)), tuple(sorted(read)), masters, broker_addrs)
+
+    def master_of(self, broker_name: str) -> str | None:
+        return self.master_addrs.get(broker_name)
+
+    def read_addr_of(self, broker_name: str) -> str | None:
+        """The master, or the lowest-numbered slave when the master is gone."""
+        addrs = self.broker_addrs.get(broker_name)
+        if not addrs:
+            return None
+        return addrs.get(MASTER_ID) or addrs[min(addrs)]
+
+
+class RouteCache:
+    """Routes by topic, fetched from the name servers; safe to use from any thread."""
+
+    def __init__(self, namesrv_addrs: list[str], pool: ConnectionPool, timeout_s: float) -> None:
+        self.namesrv_addrs = namesrv_addrs
+        self._pool = pool
+        self._timeout_s = timeout_s
+        self._routes: dict[str, TopicRoute] = {}
+        self._stale: set[str] = set()
+        self._good = 0  # index of the name server that answered last
+        self._lock = threading.Lock()
+
+    # ---- name servers ----
+
+    def namesrv_request(self, body: AnyRequest, cls: type[R]) -> R:
+        """Asks the name servers in turn, starting with the last one that answered."""
+        count = len(self.namesrv_addrs)
+        last_error: FerryError | None = None
+        start = self._good
+        for i in range(count):
+            index = (start + i) % count
+            addr = self.namesrv_addrs[index]
+            try:
+                result = self._pool.get(addr).request(body, timeout_s=self._timeout_s)
+            except TopicNotExistError:
+                self._good = index
+                raise
+            except FerryError as err:
+                if not err.retriable:
+                    raise
+                log.warning("name server %s: %s", addr, err)
+                last_error = err
+                continue
+            self._good = index
+            return expect(result, cls)
+        assert last_error is not None
+        raise last_error
+
+    # ---- routes ----
+
+    def get(self, topic: str) -> TopicRoute:
+        route = self._routes.get(topic)
+        if route is None or topic in self._stale:
+            return self.fetch(topic)
+        return route
+
+    def cached(self, topic: str) -> TopicRoute | None:
+        return self._routes.get(topic)
+
+    def fetch(self, topic: str) -> TopicRoute:
+        """Asks the name servers now; TopicNotExistError when no broker serves the topic."""
+        try:
+            reply = self.namesrv_request(GetRouteInfoRequest(topic=topic), RouteInfoReply)
+        except TopicNotExistError:
+            with self._lock:
+                self._routes.pop(topic, None)
+                self._stale.discard(topic)
+            raise
+        route = TopicRoute.from_data(topic, reply.route)
+        with self._lock:
+            self._routes[topic] = route
+            self._stale.discard(topic)
+        return route
+
+    def invalidate(self, topic: str) -> None:
+        """The next get() asks the name servers again (after a send failed)."""
+        with self._lock:
+            if topic in self._routes:
+                self._stale.add(topic)
+
+    def refresh_all(self) -> None:
+        """Periodic refresh; a failure keeps the old route."""
+        for topic in list(self._routes):
+            try:
+                self.fetch(topic)
+            except TopicNotExistError:
+                log.info("topic %s has no route any more", topic)
+            except FerryError as err:
+                log.warning("route refresh of %s failed: %s", topic, err)
+
+    def topics(self) -> list[str]:
+        return list(self._routes)
+
+    def master_addrs(self) -> dict[str, str]:
+        """broker name -> master address, over every cached route."""
+        out: dict[str, str] = {}
+        for route in list(self._routes.values()):
+            out.update(route.master_addrs)
+        return out
+
+    def addr_of(self, broker_name: str, *, read: bool = False) -> str | None:
+        for route in list(self._routes.values()):
+            addr = route.read_addr_of(broker_name) if read else route.master_of(broker_name)
+            if addr:
+                return addr
+        return None

@@ -1,0 +1,150 @@
+"""PULL_MESSAGE: check, record the piggybacked commit, and forward to the store.
+
+Long polling lives in the store (it sees arrivals first); remoting passes the suspend time
+through and waits for the store's answer a little longer than that. The store's records come
+back to the client in the frame they arrived in, never decoded here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.trace import Span
+
+from ferry.protocol.codes import Perm, PullStatus
+from ferry.protocol.errors import (
+    BrokerSystemError,
+    InvalidParameterError,
+    NoPermissionError,
+    TopicNotExistError,
+)
+from ferry.protocol.messages import (
+    ErrorReply,
+    PullMessageReply,
+    PullMessageRequest,
+    Reply,
+    StoreGetReply,
+    StoreGetRequest,
+)
+from ferry.protocol.names import check_topic
+from ferry.runtime import telemetry
+from ferry.runtime.config import BrokerConfig
+from ferry.runtime.service import Call, Peer
+from ferry.remoting.consumer_offsets import ConsumerOffsetTable
+from ferry.remoting.expression import tag_codes
+from ferry.remoting.stats import BrokerStats
+from ferry.remoting.subscription_groups import SubscriptionGroupTable
+from ferry.remoting.topic_table import TopicTable
+
+TRACER = "ferry.remoting"
+MAX_SUSPEND_MS = 30_000
+# how much longer than the hold time remoting waits for the store's answer
+STORE_REPLY_GRACE_S = 5.0
+
+
+class PullProcessor:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: TopicTable,
+        groups: SubscriptionGroupTable,
+        offsets: ConsumerOffsetTable,
+        store: Peer,
+        stats: BrokerStats,
+    ) -> None:
+        self._topics = topics
+        self._groups = groups
+        self._offsets = offsets
+        self._store = store
+        self._stats = stats
+        self._broker_name = config.broker_name
+        self._broker_perm = config.broker_permission
+        self._long_polling = config.long_polling_enable
+
+    def handle(self, req: PullMessageRequest, call: Call) -> None:
+        if not telemetry.enabled():
+            self._pull(req, call, None)
+            return
+        with telemetry.server_span(
+            TRACER,
+            f"pull {req.topic}",
+            call.traceparent,
+            call.tracestate,
+            **{
+                "messaging.system": "rocketmq",
+                "messaging.operation.type": "receive",
+                "messaging.operation.name": "pull",
+                "messaging.destination.name": req.topic,
+                "messaging.destination.partition.id": str(req.queue_id),
+                "messaging.consumer.group.name": req.consumer_group,
+            },
+        ) as span:
+            self._pull(req, call, span)
+
+    def _pull(self, req: PullMessageRequest, call: Call, span: Span | None) -> None:
+        topic = self._topics.get(req.topic)
+        if topic is None:
+            check_topic(req.topic)
+            raise TopicNotExistError(
+                f"topic {req.topic!r} does not exist on broker {self._broker_name}"
+            )
+        if not topic.perm & Perm.READ or not self._broker_perm & Perm.READ:
+            raise NoPermissionError(
+                f"topic {req.topic!r} is not readable on broker {self._broker_name}"
+            )
+        if not 0 <= req.queue_id < topic.read_queue_nums:
+            raise InvalidParameterError(
+                f"queue id {req.queue_id} is not within 0..{topic.read_queue_nums - 1} "
+                f"of topic {req.topic!r}"
+            )
+        if req.queue_offset < 0:
+            raise InvalidParameterError(f"queue offset {req.queue_offset} is negative")
+        if req.max_msgs < 1 or req.max_bytes < 1:
+            raise InvalidParameterError("max_msgs and max_bytes must be at least 1")
+        group = self._groups.ensure(req.consumer_group)
+        if not group.consume_enable:
+            raise NoPermissionError(f"consumer group {req.consumer_group!r} may not consume")
+        codes = list(tag_codes(req.expression))
+        if req.commit_offset >= 0:
+            self._offsets.commit(req.consumer_group, req.topic, req.queue_id, req.commit_offset)
+        suspend_ms = min(max(req.suspend_ms, 0), MAX_SUSPEND_MS) if self._long_polling else 0
+        if span is not None:
+            traceparent, tracestate = telemetry.current_traceparent()
+        else:
+            traceparent, tracestate = call.traceparent, call.tracestate
+
+        def on_reply(body: Reply, frames: list[Any]) -> None:
+            if isinstance(body, StoreGetReply):
+                self._stats.pull_requests += 1
+                if body.status == PullStatus.FOUND:
+                    self._stats.pulled_messages += body.count
+                call.reply(
+                    PullMessageReply(
+                        status=body.status,
+                        next_begin_offset=body.next_begin_offset,
+                        min_offset=body.min_offset,
+                        max_offset=body.max_offset,
+                        count=body.count,
+                    ),
+                    frames,
+                )
+            elif isinstance(body, ErrorReply):
+                call.reply(body)
+            else:
+                call.fail(BrokerSystemError(f"store answered a pull with {type(body).__name__}"))
+
+        self._store.request(
+            StoreGetRequest(
+                topic=req.topic,
+                queue_id=req.queue_id,
+                queue_offset=req.queue_offset,
+                max_msgs=req.max_msgs,
+                max_bytes=req.max_bytes,
+                tag_codes=codes,
+                suspend_ms=suspend_ms,
+            ),
+            on_reply,
+            timeout_s=suspend_ms / 1000 + STORE_REPLY_GRACE_S,
+            traceparent=traceparent,
+            tracestate=tracestate,
+        )

@@ -1,0 +1,188 @@
+"""SEND_MESSAGE: check the header, pick the queue and forward the batch to the store.
+
+This is the hot path (PERFORMANCE.md rule 4): the records are never decoded here. The payload
+frame travels to the store untouched; the store checks every record exactly, remoting only
+rejects what is obviously wrong from the sizes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.trace import Span
+
+from ferry.protocol.codes import Perm
+from ferry.protocol.errors import (
+    BrokerSystemError,
+    InvalidParameterError,
+    MessageIllegalError,
+    NoPermissionError,
+    ServiceNotAvailableError,
+    TopicNotExistError,
+)
+from ferry.protocol.messages import (
+    ErrorReply,
+    Reply,
+    SendMessageReply,
+    SendMessageRequest,
+    StorePutReply,
+    StorePutRequest,
+    TopicConfig,
+)
+from ferry.protocol.names import AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, check_group, check_topic
+from ferry.protocol.record import FIXED_SIZE
+from ferry.runtime import telemetry
+from ferry.runtime.config import BrokerConfig
+from ferry.runtime.service import Call, Peer
+from ferry.remoting.stats import BrokerStats
+from ferry.remoting.topic_table import TopicTable
+
+log = logging.getLogger("ferry.remoting.send")
+
+TRACER = "ferry.remoting"
+# Room for a record's header, topic and properties on top of its body.
+RECORD_OVERHEAD = 64 * 1024
+# Topics clients may not send to: markers and the scheduler's internal queues.
+NOT_SENDABLE = frozenset({AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC})
+STORE_PUT_TIMEOUT_S = 10.0
+
+
+class SendProcessor:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: TopicTable,
+        store: Peer,
+        stats: BrokerStats,
+        store_host: str,
+        on_topics_changed: Callable[[], None],
+    ) -> None:
+        self._topics = topics
+        self._store = store
+        self._stats = stats
+        self._store_host = store_host
+        self._on_topics_changed = on_topics_changed
+        self._broker_name = config.broker_name
+        self._broker_perm = config.broker_permission
+        self._is_slave = config.broker_role == "SLAVE"
+        self._auto_create = config.auto_create_topic_enable
+        self._default_queue_nums = config.default_topic_queue_nums
+        self._max_bytes_per_record = config.max_message_size + RECORD_OVERHEAD
+        # a SYNC_FLUSH put may wait for the flush; give it that long before giving up
+        self._put_timeout_s = max(STORE_PUT_TIMEOUT_S, config.sync_flush_timeout / 1000 + 5)
+        self._next_queue: dict[str, int] = {}
+
+    def handle(self, req: SendMessageRequest, call: Call) -> None:
+        if not telemetry.enabled():
+            self._send(req, call, None)
+            return
+        attributes: dict[str, Any] = {
+            "messaging.system": "rocketmq",
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "send",
+            "messaging.destination.name": req.topic,
+        }
+        if req.count > 1:
+            attributes["messaging.batch.message_count"] = req.count
+        with telemetry.server_span(
+            TRACER, f"send {req.topic}", call.traceparent, call.tracestate, **attributes
+        ) as span:
+            self._send(req, call, span)
+
+    def _send(self, req: SendMessageRequest, call: Call, span: Span | None) -> None:
+        topic = self._topics.get(req.topic)
+        if topic is None:
+            check_topic(req.topic)  # names in the table were checked when they were created
+        check_group(req.producer_group)
+        payload = call.payload
+        if len(payload) != 1:
+            raise InvalidParameterError(
+                f"a send carries its records in exactly one frame, not {len(payload)}"
+            )
+        if req.count < 1:
+            raise InvalidParameterError(f"count must be at least 1, not {req.count}")
+        size = len(payload[0])
+        if size > req.count * self._max_bytes_per_record:
+            raise MessageIllegalError(
+                f"{size} bytes for {req.count} message(s) is more than maxMessageSize allows"
+            )
+        if size < req.count * FIXED_SIZE:
+            raise MessageIllegalError(f"{size} bytes cannot hold {req.count} record(s)")
+        if req.topic in NOT_SENDABLE:
+            raise NoPermissionError(f"topic {req.topic!r} is reserved; clients cannot send to it")
+        if self._is_slave:
+            raise ServiceNotAvailableError(f"broker {self._broker_name} is a slave; send to its master")
+        if topic is None:
+            topic = self._create_topic(req)
+        if not topic.perm & Perm.WRITE or not self._broker_perm & Perm.WRITE:
+            raise NoPermissionError(
+                f"topic {req.topic!r} is not writable on broker {self._broker_name}"
+            )
+        queue_id = self._pick_queue(req, topic)
+        if span is not None:
+            span.set_attribute("messaging.destination.partition.id", str(queue_id))
+            traceparent, tracestate = telemetry.current_traceparent()
+        else:
+            traceparent, tracestate = call.traceparent, call.tracestate
+
+        def on_reply(body: Reply, _frames: list[Any]) -> None:
+            if isinstance(body, StorePutReply):
+                self._stats.put_requests += 1
+                self._stats.put_messages += len(body.phys_offsets)
+                call.reply(
+                    SendMessageReply(
+                        status=body.status,
+                        queue_id=queue_id,
+                        queue_offset=body.queue_offset,
+                        store_host=self._store_host,
+                        phys_offsets=body.phys_offsets,
+                        broker_name=self._broker_name,
+                    )
+                )
+            elif isinstance(body, ErrorReply):
+                call.reply(body)  # the store's code goes back to the client as it is
+            else:
+                call.fail(BrokerSystemError(f"store answered a put with {type(body).__name__}"))
+
+        self._store.request(
+            StorePutRequest(topic=req.topic, queue_id=queue_id, count=req.count),
+            on_reply,
+            payload,
+            timeout_s=self._put_timeout_s,
+            traceparent=traceparent,
+            tracestate=tracestate,
+        )
+
+    def _create_topic(self, req: SendMessageRequest) -> TopicConfig:
+        default = self._topics.get(AUTO_CREATE_TOPIC_KEY)
+        if not self._auto_create or req.default_topic != AUTO_CREATE_TOPIC_KEY or default is None:
+            raise TopicNotExistError(
+                f"topic {req.topic!r} does not exist on broker {self._broker_name}"
+                + ("" if self._auto_create else " and autoCreateTopicEnable is off")
+            )
+        queue_nums = max(1, min(req.default_topic_queue_nums, self._default_queue_nums))
+        config = TopicConfig(
+            req.topic,
+            read_queue_nums=queue_nums,
+            write_queue_nums=queue_nums,
+            perm=default.perm & ~Perm.INHERIT,
+        )
+        self._topics.put(config)
+        log.info("created topic %s with %d queues on first send", req.topic, queue_nums)
+        self._on_topics_changed()
+        return config
+
+    def _pick_queue(self, req: SendMessageRequest, topic: TopicConfig) -> int:
+        nums = topic.write_queue_nums
+        if req.queue_id == -1:
+            queue_id = self._next_queue.get(req.topic, 0) % nums
+            self._next_queue[req.topic] = queue_id + 1
+            return queue_id
+        if not 0 <= req.queue_id < nums:
+            raise InvalidParameterError(
+                f"queue id {req.queue_id} is not within 0..{nums - 1} of topic {req.topic!r} "
+                "(or -1 to let the broker pick)"
+            )
+        return req.queue_id

@@ -1,0 +1,51 @@
+"""Every example in the README runs, against a real cluster."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from itest_support import Cluster
+
+README = Path(__file__).parents[2] / "README.md"
+BIN = Path(sys.executable).parent
+
+
+def _blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+
+
+def test_readme_tour_runs(cluster: Cluster, tmp_path: Path) -> None:
+    env = {**os.environ, "NAMESRV_ADDR": cluster.namesrv}
+    commands = [
+        ln
+        for block in _blocks("sh")
+        for ln in block.splitlines()
+        if ln.startswith("uv run ferry admin")
+    ]
+    assert len(commands) >= 4
+    for line in commands:
+        args = line.split("#")[0].replace("127.0.0.1:9876", cluster.namesrv).split()[2:]
+        args[0] = str(BIN / args[0])
+        done = subprocess.run(
+            args, capture_output=True, text=True, env=env, timeout=60, check=False
+        )
+        assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+    (python_block,) = _blocks("python")
+    script = tmp_path / "tour.py"
+    script.write_text(python_block)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "SEND_OK" in done.stdout
+    assert "b'hello ferry'" in done.stdout
+    assert done.stdout.count("b'batch ") == 10
