@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -177,3 +178,29 @@ def test_peer_request_times_out_with_rpc_time_out() -> None:
     assert len(got) == 1
     assert isinstance(got[0], ErrorReply)
     assert got[0].code == ResponseCode.RPC_TIME_OUT
+
+
+def test_peer_that_is_down_fails_fast_without_blocking_the_loop() -> None:
+    service = Service("caller")
+    probe: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.ROUTER)
+    port = probe.bind_to_random_port("tcp://127.0.0.1")
+    probe.close(linger=0)  # a port where nothing listens any more
+    peer = service.connect_peer(f"tcp://127.0.0.1:{port}")
+    got: list[Any] = []
+
+    def on_reply(body: Any, _payload: list[Any]) -> None:
+        got.append(body)
+        if len(got) == 3000:
+            service.stop()
+
+    started = time.monotonic()
+    for _ in range(3000):  # far more than the socket queue holds
+        peer.request(PingRequest(), on_reply, timeout_s=0.5)
+    assert time.monotonic() - started < 2.0  # never blocked
+    service.run(handle_signals=False)
+    assert len(got) == 3000
+    assert all(isinstance(b, ErrorReply) for b in got)
+    codes = [b.code for b in got]
+    # the queued ones time out; the rest are refused at once
+    assert set(codes) == {ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.RPC_TIME_OUT}
+    assert codes.count(ResponseCode.SERVICE_NOT_AVAILABLE) >= 1000

@@ -23,6 +23,7 @@ from ferry.protocol.errors import (
     FerryError,
     RequestCodeNotSupportedError,
     RequestTimeoutError,
+    ServiceNotAvailableError,
     SystemBusyError,
 )
 from ferry.protocol.framing import FrameError, RequestCodec, RequestEnvelope
@@ -111,6 +112,8 @@ class Peer:
         self._service = service
         self._socket = service.ctx.socket(zmq.DEALER)
         self._socket.linger = 0
+        # Sends are NOBLOCK: requests to a peer that is down queue up to the socket's limit
+        # and time out; past it they fail at once, and the loop never blocks.
         self._socket.connect(endpoint)
         self._ids = itertools.count(1)
         self._pending: dict[int, ReplyCallback] = {}
@@ -137,11 +140,25 @@ class Peer:
         deadline = time.monotonic() + (timeout_s or self.default_timeout_s)
         heapq.heappush(self._deadlines, (deadline, rid))
         env = RequestEnvelope(rid, body, traceparent, tracestate)
-        self._socket.send_multipart(self._service.codec.request_frames(env, payload), copy=False)
+        if not self._send(self._service.codec.request_frames(env, payload)):
+            self._pending.pop(rid, None)
+            err = error_reply(
+                ServiceNotAvailableError(f"{self.endpoint} is not reachable or its queue is full")
+            )
+            # answered from the loop, never re-entrantly from inside request()
+            self._service.later(0, lambda: self._service.run_callback(on_reply, err, []))
 
-    def oneway(self, body: AnyRequest, payload: Payload | None = None) -> None:
+    def oneway(self, body: AnyRequest, payload: Payload | None = None) -> bool:
+        """Fire and forget; False when the peer could not take it."""
         env = RequestEnvelope(0, body, oneway=True)
-        self._socket.send_multipart(self._service.codec.request_frames(env, payload), copy=False)
+        return self._send(self._service.codec.request_frames(env, payload))
+
+    def _send(self, frames: list[Any]) -> bool:
+        try:
+            self._socket.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            return False
+        return True
 
     def _on_readable(self, sock: zmq.Socket[Any]) -> None:
         for _ in range(DRAIN_BATCH):

@@ -10,13 +10,13 @@ from typing import Any
 
 from ferry.protocol.errors import BrokerSystemError, InvalidParameterError, TopicNotExistError
 from ferry.protocol.messages import (
+    AnyReply,
     BrokerRuntimeInfoReply,
     ErrorReply,
     GetAllTopicConfigRequest,
     GetBrokerRuntimeInfoRequest,
     GetTopicStatsRequest,
     OkReply,
-    Reply,
     StoreQueueOffsetsReply,
     StoreQueueOffsetsRequest,
     StoreStatusReply,
@@ -26,12 +26,12 @@ from ferry.protocol.messages import (
     UpdateTopicRequest,
 )
 from ferry.protocol.names import check_topic, is_system_topic
-from ferry.runtime.config import BrokerConfig
-from ferry.runtime.service import Call, Peer, Service
 from ferry.remoting.client_table import ClientTable
 from ferry.remoting.stats import BrokerStats, now_ms
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable, check_topic_config
+from ferry.runtime.config import BrokerConfig
+from ferry.runtime.service import Call, Peer, Service
 
 log = logging.getLogger("ferry.remoting.admin")
 
@@ -73,7 +73,7 @@ class AdminProcessor:
         self._stats = stats
         self._on_topics_changed = on_topics_changed
 
-    def update_topic(self, req: UpdateTopicRequest, _call: Call) -> Reply:
+    def update_topic(self, req: UpdateTopicRequest, _call: Call) -> OkReply:
         config = req.config
         check_topic_config(config)
         if is_system_topic(config.topic_name):
@@ -89,7 +89,9 @@ class AdminProcessor:
             self._on_topics_changed()
         return OkReply()
 
-    def all_topic_configs(self, _req: GetAllTopicConfigRequest, _call: Call) -> Reply:
+    def all_topic_configs(
+        self, _req: GetAllTopicConfigRequest, _call: Call
+    ) -> TopicConfigListReply:
         return TopicConfigListReply(topics=self._topics.all())
 
     def topic_stats(self, req: GetTopicStatsRequest, call: Call) -> None:
@@ -99,7 +101,7 @@ class AdminProcessor:
             raise TopicNotExistError(f"topic {req.topic!r} does not exist on this broker")
         queue_ids = list(range(max(topic.read_queue_nums, topic.write_queue_nums)))
 
-        def on_reply(body: Reply, _frames: list[Any]) -> None:
+        def on_reply(body: AnyReply, _frames: list[Any]) -> None:
             if isinstance(body, StoreQueueOffsetsReply):
                 call.reply(TopicStatsReply(queues=sorted(body.queues, key=lambda q: q.queue_id)))
             elif isinstance(body, ErrorReply):
@@ -114,7 +116,7 @@ class AdminProcessor:
         )
 
     def runtime_info(self, _req: GetBrokerRuntimeInfoRequest, call: Call) -> None:
-        def on_reply(body: Reply, _frames: list[Any]) -> None:
+        def on_reply(body: AnyReply, _frames: list[Any]) -> None:
             info = self._local_info()
             if isinstance(body, StoreStatusReply):
                 info.update(

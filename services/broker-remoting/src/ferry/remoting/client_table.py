@@ -55,7 +55,9 @@ class ClientTable:
             check_group(group)
         self._clients[client_id] = ClientInfo(client_id, now_ms, producers, by_group)
 
-    def unregister(self, client_id: str, producer_group: str = "", consumer_group: str = "") -> None:
+    def unregister(
+        self, client_id: str, producer_group: str = "", consumer_group: str = ""
+    ) -> None:
         """Drops the named groups of a client, or the whole client when none is named."""
         info = self._clients.get(client_id)
         if info is None:
@@ -73,7 +75,9 @@ class ClientTable:
     def expire(self, now_ms: int) -> list[str]:
         """Removes clients silent for longer than expire_ms; returns their ids."""
         gone = [
-            cid for cid, info in self._clients.items() if now_ms - info.last_seen_ms > self.expire_ms
+            cid
+            for cid, info in self._clients.items()
+            if now_ms - info.last_seen_ms > self.expire_ms
         ]
         for cid in gone:
             del self._clients[cid]

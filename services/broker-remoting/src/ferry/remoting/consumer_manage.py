@@ -8,6 +8,7 @@ from typing import Any
 
 from ferry.protocol.errors import BrokerSystemError, InvalidParameterError, QueryNotFoundError
 from ferry.protocol.messages import (
+    AnyReply,
     ConsumerListReply,
     ErrorReply,
     GetConsumerListByGroupRequest,
@@ -18,18 +19,17 @@ from ferry.protocol.messages import (
     OkReply,
     QueryConsumerOffsetRequest,
     QueueStat,
-    Reply,
     StoreQueueOffsetsReply,
     StoreQueueOffsetsRequest,
     UnregisterClientRequest,
     UpdateConsumerOffsetRequest,
 )
 from ferry.protocol.names import check_group, check_topic
-from ferry.runtime.service import Call, Peer
 from ferry.remoting.client_table import ClientTable
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.stats import now_ms
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
+from ferry.runtime.service import Call, Peer
 
 STORE_QUERY_TIMEOUT_S = 5.0
 
@@ -49,24 +49,24 @@ class ConsumerManager:
 
     # ---- clients ----
 
-    def heartbeat(self, req: HeartbeatRequest, _call: Call) -> Reply:
+    def heartbeat(self, req: HeartbeatRequest, _call: Call) -> OkReply:
         self._clients.heartbeat(req.client_id, req.producer_groups, req.consumers, now_ms())
         if self._groups.auto_create:
             for consumer in req.consumers:
                 self._groups.ensure(consumer.group)
         return OkReply()
 
-    def unregister(self, req: UnregisterClientRequest, _call: Call) -> Reply:
+    def unregister(self, req: UnregisterClientRequest, _call: Call) -> OkReply:
         self._clients.unregister(req.client_id, req.producer_group, req.consumer_group)
         return OkReply()
 
-    def consumer_list(self, req: GetConsumerListByGroupRequest, _call: Call) -> Reply:
+    def consumer_list(self, req: GetConsumerListByGroupRequest, _call: Call) -> ConsumerListReply:
         check_group(req.consumer_group)
         return ConsumerListReply(client_ids=self._clients.consumer_ids(req.consumer_group))
 
     # ---- offsets ----
 
-    def query_offset(self, req: QueryConsumerOffsetRequest, _call: Call) -> Reply:
+    def query_offset(self, req: QueryConsumerOffsetRequest, _call: Call) -> OffsetReply:
         check_group(req.consumer_group)
         check_topic(req.topic)
         offset = self._offsets.get(req.consumer_group, req.topic, req.queue_id)
@@ -76,7 +76,7 @@ class ConsumerManager:
             )
         return OffsetReply(offset=offset)
 
-    def update_offset(self, req: UpdateConsumerOffsetRequest, _call: Call) -> Reply:
+    def update_offset(self, req: UpdateConsumerOffsetRequest, _call: Call) -> OkReply:
         check_group(req.consumer_group)
         for entry in req.entries:  # all checked before any is applied
             check_topic(entry.topic)
@@ -102,7 +102,7 @@ class ConsumerManager:
         if queue_id < 0:
             raise InvalidParameterError(f"queue id {queue_id} is negative")
 
-        def on_reply(body: Reply, _frames: list[Any]) -> None:
+        def on_reply(body: AnyReply, _frames: list[Any]) -> None:
             if isinstance(body, StoreQueueOffsetsReply):
                 # a queue the store has never seen has no messages: offset 0
                 stat = next((q for q in body.queues if q.queue_id == queue_id), None)

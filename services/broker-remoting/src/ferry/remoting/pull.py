@@ -19,27 +19,34 @@ from ferry.protocol.errors import (
     TopicNotExistError,
 )
 from ferry.protocol.messages import (
+    AnyReply,
     ErrorReply,
     PullMessageReply,
     PullMessageRequest,
-    Reply,
     StoreGetReply,
     StoreGetRequest,
 )
 from ferry.protocol.names import check_topic
-from ferry.runtime import telemetry
-from ferry.runtime.config import BrokerConfig
-from ferry.runtime.service import Call, Peer
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.expression import tag_codes
 from ferry.remoting.stats import BrokerStats
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
+from ferry.runtime import telemetry
+from ferry.runtime.config import BrokerConfig
+from ferry.runtime.service import Call, Peer
 
 TRACER = "ferry.remoting"
 MAX_SUSPEND_MS = 30_000
 # how much longer than the hold time remoting waits for the store's answer
 STORE_REPLY_GRACE_S = 5.0
+
+
+def effective_suspend_ms(requested_ms: int, long_polling: bool) -> int:
+    """How long the store may hold this pull: none without longPollingEnable, else capped."""
+    if not long_polling:
+        return 0
+    return min(max(requested_ms, 0), MAX_SUSPEND_MS)
 
 
 class PullProcessor:
@@ -65,19 +72,16 @@ class PullProcessor:
         if not telemetry.enabled():
             self._pull(req, call, None)
             return
+        attributes: dict[str, Any] = {
+            "messaging.system": "rocketmq",
+            "messaging.operation.type": "receive",
+            "messaging.operation.name": "pull",
+            "messaging.destination.name": req.topic,
+            "messaging.destination.partition.id": str(req.queue_id),
+            "messaging.consumer.group.name": req.consumer_group,
+        }
         with telemetry.server_span(
-            TRACER,
-            f"pull {req.topic}",
-            call.traceparent,
-            call.tracestate,
-            **{
-                "messaging.system": "rocketmq",
-                "messaging.operation.type": "receive",
-                "messaging.operation.name": "pull",
-                "messaging.destination.name": req.topic,
-                "messaging.destination.partition.id": str(req.queue_id),
-                "messaging.consumer.group.name": req.consumer_group,
-            },
+            TRACER, f"pull {req.topic}", call.traceparent, call.tracestate, **attributes
         ) as span:
             self._pull(req, call, span)
 
@@ -107,13 +111,13 @@ class PullProcessor:
         codes = list(tag_codes(req.expression))
         if req.commit_offset >= 0:
             self._offsets.commit(req.consumer_group, req.topic, req.queue_id, req.commit_offset)
-        suspend_ms = min(max(req.suspend_ms, 0), MAX_SUSPEND_MS) if self._long_polling else 0
+        suspend_ms = effective_suspend_ms(req.suspend_ms, self._long_polling)
         if span is not None:
             traceparent, tracestate = telemetry.current_traceparent()
         else:
             traceparent, tracestate = call.traceparent, call.tracestate
 
-        def on_reply(body: Reply, frames: list[Any]) -> None:
+        def on_reply(body: AnyReply, frames: list[Any]) -> None:
             if isinstance(body, StoreGetReply):
                 self._stats.pull_requests += 1
                 if body.status == PullStatus.FOUND:

@@ -22,12 +22,12 @@ from typing import Any
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.errors import ConfigError
 from ferry.protocol.messages import (
+    AnyReply,
     ErrorReply,
     PingRequest,
     PongReply,
     RegisterBrokerReply,
     RegisterBrokerRequest,
-    Reply,
     UnregisterBrokerRequest,
 )
 from ferry.runtime.service import Peer, Service
@@ -84,11 +84,9 @@ class NamesrvRegistrar:
         self._registration = registration
         self._unregistration = unregistration
         self._links = [
-            _Link(addr, service.connect_peer(f"tcp://{addr}", REGISTER_TIMEOUT_S))
-            for addr in addrs
+            _Link(addr, service.connect_peer(f"tcp://{addr}", REGISTER_TIMEOUT_S)) for addr in addrs
         ]
         self._soon = False
-        self.master_addr = ""
 
     @property
     def addrs(self) -> list[str]:
@@ -129,14 +127,14 @@ class NamesrvRegistrar:
             if not link.down:
                 link.peer.oneway(request)
 
-    def _on_register_reply(self, link: _Link) -> Callable[[Reply, list[Any]], None]:
-        def on_reply(body: Reply, _frames: list[Any]) -> None:
+    def _on_register_reply(self, link: _Link) -> Callable[[AnyReply, list[Any]], None]:
+        def on_reply(body: AnyReply, _frames: list[Any]) -> None:
             if isinstance(body, RegisterBrokerReply):
+                self._mark_up(link)
                 if not link.registered:
                     log.info("registered with name server %s", link.addr)
                 link.registered = True
                 link.last_rejection = ""
-                self.master_addr = body.master_addr or self.master_addr
             elif isinstance(body, ErrorReply) and body.code == ResponseCode.RPC_TIME_OUT:
                 self._mark_down(link)
             elif isinstance(body, ErrorReply):
@@ -156,13 +154,16 @@ class NamesrvRegistrar:
     def _mark_down(self, link: _Link) -> None:
         if link.down:
             return
-        log.warning(
-            "name server %s does not answer; registering again when it is back", link.addr
-        )
+        log.warning("name server %s does not answer; registering again when it is back", link.addr)
         link.down = True
         link.registered = False
         link.probe_step = 0
         self._probe(link)
+
+    def _mark_up(self, link: _Link) -> None:
+        if link.down:
+            log.info("name server %s answers again", link.addr)
+            link.down = False
 
     def _probe(self, link: _Link) -> None:
         if link.probing:
@@ -171,11 +172,10 @@ class NamesrvRegistrar:
         timeout = PROBE_TIMEOUTS_S[min(link.probe_step, len(PROBE_TIMEOUTS_S) - 1)]
         link.probe_step += 1
 
-        def on_reply(body: Reply, _frames: list[Any]) -> None:
+        def on_reply(body: AnyReply, _frames: list[Any]) -> None:
             link.probing = False
-            if isinstance(body, PongReply):
-                log.info("name server %s answers again", link.addr)
-                link.down = False
+            if isinstance(body, PongReply) and link.down:
+                self._mark_up(link)
                 self.register_soon()
             # a timeout: the next period sends the next ping
 

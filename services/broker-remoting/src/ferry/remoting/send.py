@@ -23,8 +23,8 @@ from ferry.protocol.errors import (
     TopicNotExistError,
 )
 from ferry.protocol.messages import (
+    AnyReply,
     ErrorReply,
-    Reply,
     SendMessageReply,
     SendMessageRequest,
     StorePutReply,
@@ -33,11 +33,11 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.names import AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, check_group, check_topic
 from ferry.protocol.record import FIXED_SIZE
+from ferry.remoting.stats import BrokerStats
+from ferry.remoting.topic_table import TopicTable
 from ferry.runtime import telemetry
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.service import Call, Peer
-from ferry.remoting.stats import BrokerStats
-from ferry.remoting.topic_table import TopicTable
 
 log = logging.getLogger("ferry.remoting.send")
 
@@ -113,7 +113,9 @@ class SendProcessor:
         if req.topic in NOT_SENDABLE:
             raise NoPermissionError(f"topic {req.topic!r} is reserved; clients cannot send to it")
         if self._is_slave:
-            raise ServiceNotAvailableError(f"broker {self._broker_name} is a slave; send to its master")
+            raise ServiceNotAvailableError(
+                f"broker {self._broker_name} is a slave; send to its master"
+            )
         if topic is None:
             topic = self._create_topic(req)
         if not topic.perm & Perm.WRITE or not self._broker_perm & Perm.WRITE:
@@ -127,7 +129,7 @@ class SendProcessor:
         else:
             traceparent, tracestate = call.traceparent, call.tracestate
 
-        def on_reply(body: Reply, _frames: list[Any]) -> None:
+        def on_reply(body: AnyReply, _frames: list[Any]) -> None:
             if isinstance(body, StorePutReply):
                 self._stats.put_requests += 1
                 self._stats.put_messages += len(body.phys_offsets)

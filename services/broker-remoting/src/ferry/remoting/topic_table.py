@@ -59,10 +59,10 @@ class TopicTable:
             self.data_version = state.data_version
 
     def persist(self) -> None:
-        save_json(
-            self.path,
-            _TopicFile(topic_config_table=self._topics, data_version=self.data_version),
-        )
+        # every field written out (TopicConfig omits defaults on the wire): the file is read
+        # by people too
+        table = {name: msgspec.structs.asdict(c) for name, c in sorted(self._topics.items())}
+        save_json(self.path, {"topicConfigTable": table, "dataVersion": self.data_version})
 
     def get(self, topic: str) -> TopicConfig | None:
         return self._topics.get(topic)

@@ -1,0 +1,255 @@
+"""Composition root of broker-remoting: state tables, handlers, store and name server links.
+
+Start-up order: load the state files, bind the client socket, wait for the store to answer a
+ping, then print READY and register with the name servers. A broker whose store does not
+answer is of no use to anyone, so it exits non-zero instead of announcing itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from importlib import metadata
+from typing import Any
+
+import zmq
+
+from ferry.protocol.errors import ConfigError
+from ferry.protocol.messages import (
+    AnyReply,
+    GetAllTopicConfigRequest,
+    GetBrokerRuntimeInfoRequest,
+    GetConsumerListByGroupRequest,
+    GetMaxOffsetRequest,
+    GetMinOffsetRequest,
+    GetTopicStatsRequest,
+    HeartbeatRequest,
+    PingRequest,
+    PongReply,
+    PullMessageRequest,
+    QueryConsumerOffsetRequest,
+    RegisterBrokerRequest,
+    SendMessageRequest,
+    UnregisterBrokerRequest,
+    UnregisterClientRequest,
+    UpdateConsumerOffsetRequest,
+    UpdateTopicRequest,
+)
+from ferry.remoting.admin import AdminProcessor, BrokerIdentity
+from ferry.remoting.client_table import ClientTable
+from ferry.remoting.consumer_manage import ConsumerManager
+from ferry.remoting.consumer_offsets import ConsumerOffsetTable
+from ferry.remoting.pull import PullProcessor
+from ferry.remoting.registration import NamesrvRegistrar, parse_namesrv_addr, register_period_s
+from ferry.remoting.send import SendProcessor
+from ferry.remoting.stats import BrokerStats, now_ms
+from ferry.remoting.subscription_groups import SubscriptionGroupTable
+from ferry.remoting.topic_table import TopicTable
+from ferry.runtime.config import BrokerConfig
+from ferry.runtime.service import Peer, Service, announce_ready
+
+log = logging.getLogger("ferry.remoting")
+
+SERVICE_NAME = "broker-remoting"
+STORE_READY_TIMEOUT_S = 20.0
+STORE_PING_TIMEOUT_S = 2.0
+STORE_PING_RETRY_S = 0.5
+CLIENT_SCAN_INTERVAL_S = 10.0
+# how long a name server keeps this broker without hearing from it (RocketMQ: 120 s)
+BROKER_EXPIRE_MS = 120_000
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("ferry-broker-remoting")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class RemotingApp:
+    def __init__(self, config: BrokerConfig) -> None:
+        if not config.store_endpoint:
+            raise ConfigError(
+                "storeEndpoint is empty: set it to the endpoint of this broker's broker-store "
+                "(e.g. --set storeEndpoint=tcp://127.0.0.1:10915)"
+            )
+        self.config = config
+        self.namesrv_addrs = parse_namesrv_addr(config.namesrv_addr)
+        config_dir = config.store_root / "config"
+        self.topics = TopicTable(config_dir)
+        self.topics.load()
+        self.topics.set_default_topic(
+            config.auto_create_topic_enable,
+            config.default_topic_queue_nums,
+            config.broker_permission,
+        )
+        self.groups = SubscriptionGroupTable(
+            config_dir, auto_create=config.auto_create_subscription_group
+        )
+        self.groups.load()
+        self.offsets = ConsumerOffsetTable(config_dir)
+        self.offsets.load()
+        self.clients = ClientTable()
+        self.stats = BrokerStats()
+        self.version = package_version()
+        self.service = Service(
+            SERVICE_NAME, max_deferred=config.max_pending_requests, version=self.version
+        )
+        self.addr = ""
+        self.exit_code = 0
+        self._ready = False
+        self._store_deadline = 0.0
+
+    def run(self) -> int:
+        """Serves until stopped; returns the process exit code."""
+        config = self.config
+        try:
+            bound = self.service.bind_router(f"tcp://{config.listen_host}:{config.listen_port}")
+        except zmq.ZMQError as exc:
+            print(
+                f"{SERVICE_NAME}: cannot listen on {config.listen_host}:{config.listen_port}: "
+                f"{exc}",
+                file=sys.stderr,
+            )
+            self.service.ctx.destroy(linger=0)
+            return 1
+        port = int(bound.rpartition(":")[2])
+        self.addr = f"{config.advertised_host}:{port}"
+        ha_port = config.ha_listen_port or port + 1
+        self.ha_addr = f"{config.advertised_host}:{ha_port}"
+        self.store = self.service.connect_peer(config.store_endpoint)
+        self.registrar = NamesrvRegistrar(
+            self.service, self.namesrv_addrs, self._registration, self._unregistration
+        )
+        self._wire(self.store)
+        self.service.on_stop(self._on_stop)
+        log.info(
+            "%s %s: clients on %s, store at %s, name servers %s",
+            SERVICE_NAME,
+            config.broker_name,
+            bound,
+            config.store_endpoint,
+            ";".join(self.namesrv_addrs) or "(none)",
+        )
+        self._store_deadline = time.monotonic() + STORE_READY_TIMEOUT_S
+        self._ping_store()
+        self.service.run()
+        return self.exit_code
+
+    def _wire(self, store: Peer) -> None:
+        config = self.config
+        service = self.service
+        topics_changed = self._topics_changed
+        send = SendProcessor(config, self.topics, store, self.stats, self.addr, topics_changed)
+        pull = PullProcessor(config, self.topics, self.groups, self.offsets, store, self.stats)
+        consumers = ConsumerManager(self.clients, self.groups, self.offsets, store)
+        identity = BrokerIdentity(
+            cluster=config.broker_cluster_name,
+            broker_name=config.broker_name,
+            broker_id=config.broker_id,
+            role=config.broker_role,
+            addr=self.addr,
+            version=self.version,
+        )
+        admin = AdminProcessor(
+            config,
+            identity,
+            self.topics,
+            self.groups,
+            self.clients,
+            store,
+            service,
+            self.stats,
+            topics_changed,
+        )
+        service.on(SendMessageRequest, send.handle)
+        service.on(PullMessageRequest, pull.handle)
+        service.on(HeartbeatRequest, consumers.heartbeat)
+        service.on(UnregisterClientRequest, consumers.unregister)
+        service.on(GetConsumerListByGroupRequest, consumers.consumer_list)
+        service.on(QueryConsumerOffsetRequest, consumers.query_offset)
+        service.on(UpdateConsumerOffsetRequest, consumers.update_offset)
+        service.on(GetMaxOffsetRequest, consumers.max_offset)
+        service.on(GetMinOffsetRequest, consumers.min_offset)
+        service.on(UpdateTopicRequest, admin.update_topic)
+        service.on(GetAllTopicConfigRequest, admin.all_topic_configs)
+        service.on(GetTopicStatsRequest, admin.topic_stats)
+        service.on(GetBrokerRuntimeInfoRequest, admin.runtime_info)
+
+    # ---- start-up ----
+
+    def _ping_store(self) -> None:
+        def on_reply(body: AnyReply, _frames: list[Any]) -> None:
+            if self._ready:
+                return
+            if isinstance(body, PongReply):
+                self._on_store_ready(body)
+            elif time.monotonic() >= self._store_deadline:
+                print(
+                    f"{SERVICE_NAME}: the store at {self.config.store_endpoint} did not answer "
+                    f"within {STORE_READY_TIMEOUT_S:.0f} s; is broker-store running there?",
+                    file=sys.stderr,
+                )
+                self.exit_code = 1
+                self.service.stop()
+            else:
+                self.service.later(STORE_PING_RETRY_S, self._ping_store)
+
+        self.store.request(PingRequest(), on_reply, timeout_s=STORE_PING_TIMEOUT_S)
+
+    def _on_store_ready(self, pong: PongReply) -> None:
+        self._ready = True
+        log.info(
+            "store at %s answers (%s %s)", self.config.store_endpoint, pong.service, pong.version
+        )
+        announce_ready(SERVICE_NAME, addr=self.addr)
+        self.registrar.start(register_period_s(self.config.register_name_server_period))
+        flush_s = max(self.config.flush_consumer_offset_interval, 100) / 1000
+        self.service.every(flush_s, self._flush_offsets)
+        self.service.every(CLIENT_SCAN_INTERVAL_S, self._expire_clients)
+
+    # ---- background work ----
+
+    def _topics_changed(self) -> None:
+        self.registrar.register_soon()
+
+    def _flush_offsets(self) -> None:
+        self.offsets.persist_if_dirty()
+
+    def _expire_clients(self) -> None:
+        for client_id in self.clients.expire(now_ms()):
+            log.info(
+                "client %s sent no heartbeat for %d s; dropped",
+                client_id,
+                self.clients.expire_ms // 1000,
+            )
+
+    def _on_stop(self) -> None:
+        try:
+            self.offsets.persist_if_dirty()
+        except OSError:
+            log.exception("consumer offsets not saved on stop")
+        if self._ready:
+            self.registrar.unregister_all()
+
+    def _registration(self) -> RegisterBrokerRequest:
+        config = self.config
+        return RegisterBrokerRequest(
+            cluster=config.broker_cluster_name,
+            broker_name=config.broker_name,
+            broker_id=config.broker_id,
+            broker_addr=self.addr,
+            ha_addr=self.ha_addr,
+            topics=self.topics.snapshot(),
+            timeout_ms=BROKER_EXPIRE_MS,
+        )
+
+    def _unregistration(self) -> UnregisterBrokerRequest:
+        config = self.config
+        return UnregisterBrokerRequest(
+            cluster=config.broker_cluster_name,
+            broker_name=config.broker_name,
+            broker_id=config.broker_id,
+            broker_addr=self.addr,
+        )
