@@ -221,10 +221,11 @@ class Service:
         self.add_reader(sock, self._on_router)
         return bound
 
-    def bind_pub(self, endpoint: str) -> tuple[zmq.Socket[Any], str]:
+    def bind_pub(self, endpoint: str, hwm: int = 1000) -> tuple[zmq.Socket[Any], str]:
+        """A PUB socket; a subscriber that falls `hwm` messages behind loses the excess."""
         sock = self.ctx.socket(zmq.PUB)
         sock.linger = 0
-        sock.sndhwm = 100_000
+        sock.sndhwm = hwm
         return sock, bind(sock, endpoint)
 
     def on(self, request_type: type[Request], handler: Handler) -> None:

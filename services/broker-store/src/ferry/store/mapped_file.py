@@ -1,0 +1,110 @@
+"""One fixed-size file mapped in memory: a CommitLog segment or a ConsumeQueue file.
+
+Files are named by the 20-digit offset of their first byte (RocketMQ's offset2FileName), are
+created at their full size and stay mapped (MAP_SHARED) while the store is open: reads are
+slices of the mapping, writes are a memory copy or a pwrite (same page cache), and a flush is
+an fdatasync of the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+from pathlib import Path
+
+from ferry.protocol.errors import BrokerSystemError
+
+NAME_DIGITS = 20
+PAGE = mmap.PAGESIZE
+
+
+def file_name(start: int) -> str:
+    return f"{start:0{NAME_DIGITS}d}"
+
+
+def parse_file_name(name: str) -> int | None:
+    """The start offset a file name stands for, or None for files that are not ours."""
+    if len(name) != NAME_DIGITS or not name.isdigit():
+        return None
+    return int(name)
+
+
+class MappedFile:
+    """A file of `size` bytes starting at global offset `start`, mapped read-write."""
+
+    __slots__ = ("fd", "mm", "path", "size", "start", "view")
+
+    def __init__(self, path: Path, start: int, size: int, *, create: bool = False) -> None:
+        self.path = path
+        self.start = start
+        self.size = size
+        # create: a new file in the store's view; anything left under that name is stale
+        flags = os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
+        self.fd = os.open(path, flags, 0o644)
+        try:
+            actual = os.fstat(self.fd).st_size
+            if actual > size:
+                raise BrokerSystemError(
+                    f"{path} holds {actual} bytes but files of this kind are {size} bytes: "
+                    "was the file size setting changed? Restore it to open this store"
+                )
+            if actual < size:
+                os.ftruncate(self.fd, size)  # sparse: blocks are allocated on first write
+            self.mm = mmap.mmap(self.fd, size)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.view = memoryview(self.mm)
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    def data_length(self) -> int:
+        """Where the file's first hole starts: nothing was ever written past it (the whole
+        size on file systems that cannot tell)."""
+        try:
+            return min(os.lseek(self.fd, 0, os.SEEK_HOLE), self.size)
+        except OSError:
+            return self.size
+
+    def sync(self) -> None:
+        """Makes written bytes durable; fdatasync covers pages dirtied through the mapping."""
+        os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        # A zero-copy reply still queued in ZeroMQ may hold a view of the mapping; then the
+        # mapping goes away when that view is released, not now.
+        with contextlib.suppress(BufferError):
+            self.view.release()
+        with contextlib.suppress(BufferError):
+            self.mm.close()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+    def zero_from(self, pos: int) -> None:
+        """Zeroes [pos, size): punches the tail out with two truncates instead of writing."""
+        os.ftruncate(self.fd, pos)
+        os.ftruncate(self.fd, self.size)
+
+
+def fsync_dir(path: Path) -> None:
+    """Makes new or removed entries of a directory durable (a file's own fdatasync does not)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_dirs(path: Path) -> None:
+    """mkdir -p, with every new directory entry made durable."""
+    missing: list[Path] = []
+    at = path
+    while not at.exists():
+        missing.append(at)
+        at = at.parent
+    for d in reversed(missing):
+        d.mkdir(exist_ok=True)
+        fsync_dir(d.parent)

@@ -1,0 +1,298 @@
+"""MessageStore: the CommitLog, the ConsumeQueues, flush bookkeeping and recovery, composed.
+
+A plain object (no sockets, no timers): app.py drives it from the service loop and the tests
+drive it directly. Everything runs on one thread except FlushPlan.run (see flush.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import NamedTuple
+
+from ferry.protocol import record
+from ferry.protocol.codes import PullStatus
+from ferry.protocol.errors import BrokerSystemError, InvalidParameterError
+from ferry.protocol.messages import QueueStat, StoreStatusReply
+from ferry.protocol.names import check_topic
+from ferry.runtime.config import BrokerConfig
+from ferry.store.batch import scan_batch
+from ferry.store.checkpoint import Checkpoint, CheckpointData
+from ferry.store.commit_log import CommitLog
+from ferry.store.consume_queue import ConsumeQueueTable
+from ferry.store.flush import FlushPlan
+from ferry.store.mapped_file import make_dirs
+from ferry.store.recovery import recover
+from ferry.store.store_lock import StoreLock
+
+log = logging.getLogger("ferry.store")
+
+MAX_QUEUE_ID = (1 << 31) - 1
+MAX_GET_MSGS = 65_536
+# ConsumeQueue entries a filtered get looks at before answering NO_MATCHED_MSG (RocketMQ's
+# maxFilterMessageCount)
+FILTER_SCAN = 16_000
+
+
+class PutResult(NamedTuple):
+    queue_offset: int  # of the first record
+    phys_offsets: list[int]
+    from_offset: int  # log end before the put ...
+    next_offset: int  # ... and after it: the bytes the dispatch feed announces
+
+
+@dataclass(frozen=True, slots=True)
+class GetResult:
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    count: int = 0
+    payload: memoryview | bytes = b""
+
+
+class ReadLogResult(NamedTuple):
+    from_offset: int
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    payload: memoryview | bytes
+
+
+class MessageStore:
+    def __init__(
+        self,
+        root: Path,
+        lock: StoreLock,
+        checkpoint: Checkpoint,
+        commit_log: CommitLog,
+        queues: ConsumeQueueTable,
+        *,
+        max_message_size: int,
+        store_host: str,
+    ) -> None:
+        self.root = root
+        self.lock = lock
+        self.checkpoint = checkpoint
+        self.log = commit_log
+        self.queues = queues
+        self._max_body = max_message_size
+        self._max_record = commit_log.segment_size - record.BLANK_MIN
+        self.store_host = store_host
+        self._host = record.pack_host(store_host)
+        self.last_store_ms = 0
+        self._written = CheckpointData()
+        self._closed = False
+
+    @classmethod
+    def open(cls, config: BrokerConfig) -> MessageStore:
+        """Takes the directory's lock, maps the files and recovers; raises StoreLockedError
+        when another store holds the directory."""
+        root = config.store_root.resolve()
+        make_dirs(root)
+        lock = StoreLock(root)
+        parts: list[CommitLog | ConsumeQueueTable | Checkpoint] = []
+        try:
+            checkpoint = Checkpoint(root / "checkpoint")
+            parts.append(checkpoint)
+            commit_log = CommitLog(root / "commitlog", config.mapped_file_size_commit_log)
+            parts.append(commit_log)
+            commit_log.load()
+            queues = ConsumeQueueTable(root / "consumequeue", config.mapped_file_size_consume_queue)
+            parts.append(queues)
+            queues.load()
+            clean = lock.last_exit_clean()
+            saved = checkpoint.read()
+            started = time.monotonic()
+            report = recover(commit_log, queues, saved)
+            (log.info if clean else log.warning)(
+                "%s; log end %d (scanned from %d), %d entries dropped, %d re-dispatched, %.0f ms",
+                "clean start" if clean else "the last run did not stop cleanly: recovered",
+                report.log_end,
+                report.scanned_from,
+                report.dropped_entries,
+                report.redispatched,
+                (time.monotonic() - started) * 1000,
+            )
+            store = cls(
+                root,
+                lock,
+                checkpoint,
+                commit_log,
+                queues,
+                max_message_size=config.max_message_size,
+                store_host=f"{config.advertised_host}:{config.listen_port}",
+            )
+            store.last_store_ms = max(
+                (cq.last_store_ms for cq in queues.queues.values()), default=0
+            )
+            store._written = saved or CheckpointData()
+            lock.mark_running()
+        except BaseException:
+            for part in reversed(parts):
+                part.close()
+            lock.release()
+            raise
+        return store
+
+    # ---- writes ----
+
+    def put(self, topic: str, queue_id: int, count: int, payload: bytes) -> PutResult:
+        """Appends `count` records for (topic, queue_id); validates all of them first."""
+        if count < 1:
+            raise InvalidParameterError(f"count must be at least 1, not {count}")
+        check_topic(topic)
+        if not 0 <= queue_id <= MAX_QUEUE_ID:
+            raise InvalidParameterError(f"queue id {queue_id} is out of range")
+        batch = scan_batch(payload, count, topic.encode(), self._max_body, self._max_record)
+        cq = self.queues.get_or_create(topic, queue_id)
+        first = cq.max_offset
+        store_ms = time.time_ns() // 1_000_000
+        appended = self.log.append(
+            payload, batch.sizes, batch.flags, batch.tags, queue_id, first, store_ms, self._host
+        )
+        cq.append(appended.cq_entries, store_ms)
+        self.last_store_ms = store_ms
+        return PutResult(first, appended.phys_offsets, appended.from_offset, appended.next_offset)
+
+    # ---- reads ----
+
+    def get(
+        self,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        max_msgs: int = 32,
+        max_bytes: int = 4 * 1024 * 1024,
+        tag_codes: Collection[int] = (),
+    ) -> GetResult:
+        """Records of a queue from queue_offset, as they lie in the log."""
+        cq = self.queues.get(topic, queue_id)
+        lo, hi = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
+        if queue_offset < lo or queue_offset > hi:
+            nearest = lo if queue_offset < lo else hi
+            return GetResult(PullStatus.OFFSET_ILLEGAL, nearest, lo, hi)
+        if queue_offset == hi or cq is None:
+            return GetResult(PullStatus.NO_NEW_MSG, queue_offset, lo, hi)
+        max_msgs = min(max(max_msgs, 1), MAX_GET_MSGS)
+        wanted = set(tag_codes) if tag_codes else None
+        scan = max_msgs if wanted is None else max(max_msgs, FILTER_SCAN)
+        log_end = self.log.end
+        runs: list[list[int]] = []  # [start, stop) of contiguous log ranges
+        count = total = 0
+        nxt = queue_offset
+        for phys, size, tags in cq.entries(queue_offset, scan):
+            if wanted is not None and tags not in wanted:
+                nxt += 1
+                continue
+            if count and total + size > max_bytes:
+                break
+            if size <= 0 or phys + size > log_end:
+                log.error("%s: entry %d points outside the log (%d, %d)", cq.name, nxt, phys, size)
+                break
+            if runs and runs[-1][1] == phys:
+                runs[-1][1] += size
+            else:
+                runs.append([phys, phys + size])
+            count += 1
+            total += size
+            nxt += 1
+            if count >= max_msgs:
+                break
+        if count == 0:
+            if nxt > queue_offset:
+                return GetResult(PullStatus.NO_MATCHED_MSG, nxt, lo, hi)
+            raise BrokerSystemError(f"{cq.name}: entry {queue_offset} is unreadable")
+        if len(runs) == 1:
+            payload: memoryview | bytes = self.log.view(runs[0][0], runs[0][1])
+        else:
+            payload = b"".join([self.log.view(a, b) for a, b in runs])
+        return GetResult(PullStatus.FOUND, nxt, lo, hi, count, payload)
+
+    def queue_stats(self, topic: str, queue_ids: Collection[int]) -> list[QueueStat]:
+        out: list[QueueStat] = []
+        for qid in queue_ids:
+            cq = self.queues.get(topic, qid)
+            if cq is None:
+                out.append(QueueStat(qid, 0, 0, 0))
+            else:
+                out.append(QueueStat(qid, cq.min_offset, cq.max_offset, cq.last_store_ms))
+        return out
+
+    def read_log(self, from_offset: int, max_bytes: int) -> ReadLogResult:
+        """Whole records from from_offset (moved up to the log's start, and past a blank
+        segment tail); at least one record when there is one."""
+        lo, hi = self.log.min_offset, self.log.end
+        if from_offset > hi:
+            raise InvalidParameterError(f"offset {from_offset} is past the log end {hi}")
+        start, nxt, data = self.log.read_records(max(from_offset, lo), max(max_bytes, 1))
+        return ReadLogResult(start, nxt, lo, hi, data)
+
+    def log_slice(self, start: int, stop: int) -> memoryview | bytes:
+        return self.log.slice(start, stop)
+
+    def status(self) -> StoreStatusReply:
+        return StoreStatusReply(
+            min_offset=self.log.min_offset,
+            max_offset=self.log.end,
+            flushed_offset=self.log.flushed,
+            topics=self.queues.topic_count(),
+            queues=len(self.queues.queues),
+        )
+
+    # ---- durability ----
+
+    def begin_flush(self) -> FlushPlan | None:
+        """What a flush now would cover; None when nothing changed since the last one."""
+        end = self.log.end
+        data = CheckpointData(end, end, self.last_store_ms, self.last_store_ms)
+        files = self.log.unflushed_segments() + self.queues.take_dirty()
+        if not files and data == self._written:
+            return None
+        return FlushPlan(files, data)
+
+    def end_flush(self, plan: FlushPlan) -> None:
+        self.log.flushed = max(self.log.flushed, plan.data.log_flushed)
+        self._written = plan.data
+
+    def flush(self) -> None:
+        """Flushes everything now, on this thread."""
+        plan = self.begin_flush()
+        if plan is not None:
+            self.end_flush(plan.run(self.checkpoint))
+
+    def sync_log(self) -> int:
+        """Group commit: makes the CommitLog durable up to its end; returns that offset."""
+        return self.log.sync()
+
+    def close(self) -> None:
+        """Clean stop: flush everything, unmap, drop the abort marker, release the lock."""
+        if self._closed:
+            return
+        self._closed = True
+        flushed = False
+        try:
+            self.flush()
+            flushed = True
+        finally:
+            self.log.close()
+            self.queues.close()
+            self.checkpoint.close()
+            if flushed:
+                self.lock.mark_clean_stop()
+            self.lock.release()
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
