@@ -1,0 +1,60 @@
+"""Shared by the benchmarks: statistics, result tables, a cluster to run against."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+
+
+@dataclass
+class Figure:
+    name: str
+    unit: str
+    runs: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.runs)
+
+    @property
+    def spread(self) -> str:
+        return f"{min(self.runs):,.0f}-{max(self.runs):,.0f}"
+
+
+def repeat(times: int, fn: Callable[[], float]) -> list[float]:
+    return [fn() for _ in range(times)]
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+def timed(fn: Callable[[], int]) -> float:
+    """Runs fn (which returns how many messages it moved); returns messages per second."""
+    started = time.perf_counter()
+    moved = fn()
+    return moved / (time.perf_counter() - started)
+
+
+def report(title: str, figures: list[Figure]) -> None:
+    width = max(len(f.name) for f in figures)
+    print(
+        f"\n{title}  ({platform.python_implementation()} {platform.python_version()}, "
+        f"{platform.machine()})"
+    )
+    print(f"{'benchmark':<{width}}  {'median':>12}  {'spread (min-max)':>22}  unit")
+    for f in figures:
+        print(f"{f.name:<{width}}  {f.median:>12,.0f}  {f.spread:>22}  {f.unit}")
+    RESULTS.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = RESULTS / f"{title.replace(' ', '_')}-{stamp}.json"
+    out.write_text(json.dumps([asdict(f) | {"median": f.median} for f in figures], indent=2))
+    print(f"(saved {out})")
