@@ -203,3 +203,43 @@ class RawClient:
     def close(self) -> None:
         self.sock.close()
         self.ctx.term()
+
+
+class LineReader:
+    """Reads a child's output on a thread, so that waiting for a line has a deadline."""
+
+    def __init__(self, stream: Any) -> None:
+        import queue
+
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._stream = stream
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        for line in self._stream:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for_prefix(self, prefix: str, timeout: float = 60.0) -> str:
+        import queue
+
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                pytest.fail(f"no line starting {prefix!r} in {timeout}s:\n" + "\n".join(self.lines))
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                pytest.fail(f"output ended before {prefix!r}:\n" + "\n".join(self.lines))
+            self.lines.append(line)
+            if line.startswith(prefix):
+                return line
+
+    def close(self) -> None:
+        self._thread.join(10)
+        self._stream.close()

@@ -7,12 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from itest_support import wait_for
+from itest_support import LineReader, wait_for
 
 FERRY = str(Path(sys.executable).parent / "ferry")
 MQADMIN = str(Path(sys.executable).parent / "mqadmin")
@@ -67,25 +66,16 @@ class DevUp:
             stderr=subprocess.STDOUT,
             text=True,
         )
-        self.lines: list[str] = []
         assert self.proc.stdout is not None
-        deadline = time.monotonic() + 60
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip())
-            if line.startswith("READY "):
-                break
-            if time.monotonic() > deadline:
-                break
-        ready = [ln for ln in self.lines if ln.startswith("READY ")]
-        assert ready, "\n".join(self.lines)
-        self.fields = dict(part.split("=", 1) for part in ready[0].split()[1:])
+        self.reader = LineReader(self.proc.stdout)
+        ready = self.reader.wait_for_prefix("READY ")
+        self.fields = dict(part.split("=", 1) for part in ready.split()[1:])
 
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
+        self.reader.close()
 
 
 @pytest.fixture
@@ -163,20 +153,15 @@ def test_serve_broker_accepts_a_rocketmq_broker_conf(tmp_path: Path) -> None:
         text=True,
     )
     assert proc.stdout is not None
-    lines = []
+    reader = LineReader(proc.stdout)
     try:
-        for line in proc.stdout:
-            lines.append(line.rstrip())
-            if line.startswith("READY broker"):
-                break
-        ready = [ln for ln in lines if ln.startswith("READY broker")]
-        assert ready, "\n".join(lines)
-        assert "addr=192.168.29.18:" in ready[0]  # brokerIP1 is what clients are told
-        assert any("pullMessageThreadPoolNums" in ln for ln in lines)  # unknown key reported
+        ready = reader.wait_for_prefix("READY broker ")
+        assert "addr=192.168.29.18:" in ready  # brokerIP1 is what clients are told
+        assert any("pullMessageThreadPoolNums" in ln for ln in reader.lines)  # reported
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
-        proc.stdout.close()
+        reader.close()

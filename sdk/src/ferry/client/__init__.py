@@ -1,0 +1,65 @@
+"""Ferry's Python SDK: producers, consumers and admin, RocketMQ-style.
+
+from ferry.client import Message, Producer
+
+with Producer("my-group", "127.0.0.1:9876") as producer:
+    result = producer.send(Message("orders", b"hello", tags="created"))
+"""
+
+from ferry.client.admin import Admin
+from ferry.client.message import (
+    ConsumeFromWhere,
+    Message,
+    MessageExt,
+    MessageModel,
+    MessageQueue,
+    SendResult,
+    SendStatus,
+)
+from ferry.client.producer import Producer
+from ferry.client.pull_consumer import PullConsumer
+from ferry.protocol.codes import PullStatus
+from ferry.protocol.errors import (
+    BrokerNotExistError,
+    BrokerSystemError,
+    ConnectionFailedError,
+    FerryError,
+    InvalidParameterError,
+    MessageIllegalError,
+    NoPermissionError,
+    QueryNotFoundError,
+    RequestTimeoutError,
+    ServiceNotAvailableError,
+    SubscriptionGroupNotExistError,
+    SystemBusyError,
+    TopicExistAlreadyError,
+    TopicNotExistError,
+)
+
+__all__ = [
+    "Admin",
+    "BrokerNotExistError",
+    "BrokerSystemError",
+    "ConnectionFailedError",
+    "ConsumeFromWhere",
+    "FerryError",
+    "InvalidParameterError",
+    "Message",
+    "MessageExt",
+    "MessageIllegalError",
+    "MessageModel",
+    "MessageQueue",
+    "NoPermissionError",
+    "Producer",
+    "PullConsumer",
+    "PullStatus",
+    "QueryNotFoundError",
+    "RequestTimeoutError",
+    "SendResult",
+    "SendStatus",
+    "ServiceNotAvailableError",
+    "SubscriptionGroupNotExistError",
+    "SystemBusyError",
+    "TopicExistAlreadyError",
+    "TopicNotExistError",
+]

@@ -18,6 +18,8 @@ from ferry.client.timers import Ticker
 from ferry.client.tracing import Tracing
 from ferry.client.transport import Connection, ConnectionPool
 from ferry.protocol import record
+from ferry.protocol.codes import ResponseCode
+from ferry.protocol.errors import FerryError
 
 log = logging.getLogger("ferry.client")
 
@@ -50,3 +52,8 @@ class ClientInstance:
     def close(self) -> None:
         self.ticker.close()
         self.pool.close()
+
+
+def not_started(what: str) -> FerryError:
+    """A client used before start() or after shutdown()."""
+    return FerryError(f"{what} is not started", code=ResponseCode.ILLEGAL_OPERATION)

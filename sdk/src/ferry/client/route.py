@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -61,10 +62,11 @@ class TopicRoute:
         write: list[MessageQueue] = []
         read: list[MessageQueue] = []
         for qd in data.queue_datas:
-            if qd.perm & Perm.WRITE and qd.broker_name in masters:
-                write.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums))
-            if qd.perm & Perm.READ and broker_addrs.get(qd.broker_name):
-                read.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.read_queue_nums))
+            name = qd.broker_name
+            if qd.perm & Perm.WRITE and name in masters:
+                write.extend(MessageQueue(topic, name, i) for i in range(qd.write_queue_nums))
+            if qd.perm & Perm.READ and broker_addrs.get(name):
+                read.extend(MessageQueue(topic, name, i) for i in range(qd.read_queue_nums))
         return cls(topic, tuple(sorted(write)), tuple(sorted(read)), masters, broker_addrs)
 
     def master_of(self, broker_name: str) -> str | None:
@@ -88,6 +90,8 @@ class RouteCache:
         self._routes: dict[str, TopicRoute] = {}
         self._stale: set[str] = set()
         self._good = 0  # index of the name server that answered last
+        self._known_masters: set[str] = set()
+        self._listeners: list[Callable[[str], None]] = []
         self._lock = threading.Lock()
 
     # ---- name servers ----
@@ -127,6 +131,12 @@ class RouteCache:
     def cached(self, topic: str) -> TopicRoute | None:
         return self._routes.get(topic)
 
+    def fresh(self, topic: str) -> TopicRoute | None:
+        """The cached route unless get() would ask the name servers first."""
+        if topic in self._stale:
+            return None
+        return self._routes.get(topic)
+
     def fetch(self, topic: str) -> TopicRoute:
         """Asks the name servers now; TopicNotExistError when no broker serves the topic."""
         try:
@@ -140,7 +150,17 @@ class RouteCache:
         with self._lock:
             self._routes[topic] = route
             self._stale.discard(topic)
+            new = set(route.master_addrs.values()) - self._known_masters
+            self._known_masters |= new
+        for addr in sorted(new):
+            for listener in self._listeners:
+                listener(addr)
         return route
+
+    def on_new_master(self, listener: Callable[[str], None]) -> None:
+        """listener(address) runs (in the fetching thread) for each broker master seen first;
+        it must not block."""
+        self._listeners.append(listener)
 
     def invalidate(self, topic: str) -> None:
         """The next get() asks the name servers again (after a send failed)."""

@@ -24,20 +24,22 @@ class Ticker:
 
     def every(
         self, interval_s: float, fn: Callable[[], None], *, first_s: float | None = None
-    ) -> None:
-        self._push(interval_s if first_s is None else first_s, fn, interval_s)
+    ) -> bool:
+        return self._push(interval_s if first_s is None else first_s, fn, interval_s)
 
-    def later(self, delay_s: float, fn: Callable[[], None]) -> None:
-        self._push(delay_s, fn, 0.0)
+    def later(self, delay_s: float, fn: Callable[[], None]) -> bool:
+        """False when the ticker is closed and fn will never run."""
+        return self._push(delay_s, fn, 0.0)
 
-    def _push(self, delay_s: float, fn: Callable[[], None], interval_s: float) -> None:
+    def _push(self, delay_s: float, fn: Callable[[], None], interval_s: float) -> bool:
         with self._cond:
             if self._stopping:
-                return
+                return False
             heapq.heappush(
                 self._tasks, (time.monotonic() + delay_s, next(self._seq), fn, interval_s)
             )
             self._cond.notify()
+            return True
 
     def close(self, timeout_s: float = 10.0) -> None:
         with self._cond:

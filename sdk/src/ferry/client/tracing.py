@@ -28,9 +28,8 @@ class Tracing:
         self, tracer_provider: trace.TracerProvider | None = None, client_id: str = ""
     ) -> None:
         provider = tracer_provider or trace.get_tracer_provider()
-        self.enabled = tracer_provider is not None or not isinstance(
-            provider, ProxyTracerProvider | NoOpTracerProvider
-        )
+        # The API's defaults: nothing configured, so spans would be dropped anyway.
+        self.enabled = not isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
         self._tracer = provider.get_tracer(TRACER_NAME)
         self._client_id = client_id
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import heapq
 import itertools
 import logging
 import math
@@ -22,10 +23,11 @@ import threading
 import time
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 import msgspec
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from ferry.protocol.errors import (
     ConnectionFailedError,
@@ -44,7 +46,16 @@ R = TypeVar("R", bound=Reply)
 
 DEFAULT_TIMEOUT_S = 3.0
 READ_BATCH = 256  # replies read in a row before submissions get a turn
-SEND_HWM = 10_000
+SEND_HWM = 10_000  # requests ZeroMQ queues per peer; beyond it they wait in our deque
+IDLE_POLL_MS = 1000
+# Plain ints: pyzmq's flag enums cost microseconds per operation on the hot path.
+POLLIN = int(zmq.POLLIN)
+POLLOUT = int(zmq.POLLOUT)
+NOBLOCK = int(zmq.NOBLOCK)
+EVENTS = int(zmq.EVENTS)
+# Frames above this are handed to ZeroMQ without a copy; below, copying is cheaper.
+ZERO_COPY_MIN = 64 * 1024
+BLOCKED_POLL_MS = 100
 # Extra wait of a blocking caller past the request's own deadline: only matters if the I/O
 # thread died, which must still not hang anyone.
 WAIT_GRACE_S = 1.0
@@ -125,10 +136,10 @@ class Connection:
         self._armed = False  # a wake is on its way; saves a syscall per submission
         self._closing = False
         self._stopped = threading.Event()
-        self._pending: dict[int, Future[Result]] = {}
-        # One deque per timeout value: ids enter in submission order, so deadlines in a deque
-        # grow and answered ids are dropped from the front cheaply.
-        self._deadlines: dict[float, collections.deque[tuple[float, int]]] = {}
+        # Requests sent and not answered, by correlation id: (future, deadline, timeout).
+        self._pending: dict[int, tuple[Future[Result], float, float]] = {}
+        # (deadline, id) of pending requests; answered ones are dropped lazily.
+        self._deadlines: list[tuple[float, int]] = []
         self._thread = threading.Thread(target=self._run, name=f"ferry-io-{address}", daemon=True)
         self._thread.start()
 
@@ -218,25 +229,43 @@ class Connection:
         codec = RequestCodec()
         ids = itertools.count(1)
         poller = zmq.Poller()
+        # ZeroMQ reconnects silently; the monitor tells us the peer went away, so that requests
+        # it will never answer fail now rather than at their deadline.
+        monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         try:
             sock.connect(endpoint_of(self.address))
-            poller.register(sock, zmq.POLLIN)
-            poller.register(self._waker.fd, zmq.POLLIN)
+            poller.register(sock, POLLIN)
+            poller.register(self._waker.fd, POLLIN)
+            poller.register(monitor, POLLIN)
+            blocked = False  # the socket's send queue is full: wait for POLLOUT
             while not self._closing:
-                events = dict(poller.poll(self._poll_timeout_ms()))
+                events = dict(poller.poll(self._poll_timeout_ms(blocked)))
                 if self._waker.fd in events:
-                    self._armed = False
+                    # Clear first, then disarm: a submitter who still sees "armed" queued
+                    # before the drain below; one who sees "disarmed" writes a new wake.
                     self._waker.clear()
-                if self._queue:
-                    self._send_queued(sock, codec, ids)
-                if sock in events:
+                    self._armed = False
+                flags = events.get(sock, 0)
+                if flags & POLLIN:
                     self._read_replies(sock, codec)
+                if self._queue and (not blocked or flags & POLLOUT):
+                    now_blocked = not self._send_queued(sock, codec, ids)
+                    if now_blocked != blocked:
+                        blocked = now_blocked
+                        poller.modify(sock, POLLIN | (POLLOUT if blocked else 0))
+                if monitor in events:
+                    self._on_monitor(monitor)
                 if self._deadlines:
                     self._expire(time.monotonic())
+                if blocked:
+                    self._expire_queued(time.monotonic())
         except Exception:
             log.exception("I/O thread of %s failed", self.address)
         finally:
             self._closing = True
+            with contextlib.suppress(zmq.ZMQError):
+                sock.disable_monitor()
+            monitor.close(linger=0)
             sock.close(linger=0)
             self._fail_all(ConnectionFailedError(f"connection to {self.address} is closed"))
             self._stopped.set()
@@ -244,55 +273,54 @@ class Connection:
             if self._own_context:
                 self._ctx.term()
 
-    def _poll_timeout_ms(self) -> int:
-        nearest = math.inf
-        for entries in self._deadlines.values():
-            if entries:
-                nearest = min(nearest, entries[0][0])
-        if nearest == math.inf:
-            return 1000
-        return max(0, min(1000, math.ceil((nearest - time.monotonic()) * 1000)))
+    def _poll_timeout_ms(self, blocked: bool) -> int:
+        longest = BLOCKED_POLL_MS if blocked else IDLE_POLL_MS
+        heap, pending = self._deadlines, self._pending
+        while heap and heap[0][1] not in pending:
+            heapq.heappop(heap)
+        if not heap:
+            return longest
+        return max(0, min(longest, math.ceil((heap[0][0] - time.monotonic()) * 1000)))
 
     def _send_queued(
         self, sock: zmq.Socket[Any], codec: RequestCodec, ids: itertools.count[int]
-    ) -> None:
+    ) -> bool:
+        """Sends what is queued; False when the socket is full and the rest must wait."""
         queue = self._queue
         while queue:
             sub = queue.popleft()
             future = sub.future
-            rid = 0
-            if future is not None:
-                if not future.set_running_or_notify_cancel():
-                    continue  # cancelled before it left
-                rid = next(ids)
+            if future is not None and future.cancelled():
+                continue  # its caller gave up before it left
+            rid = 0 if future is None else next(ids)
             env = RequestEnvelope(
                 rid, sub.body, sub.traceparent, sub.tracestate, oneway=future is None
             )
             try:
                 frames = codec.request_frames(env, sub.payload)
-                sock.send_multipart(frames, zmq.NOBLOCK, copy=False)
+                big = sub.payload is not None and any(len(f) >= ZERO_COPY_MIN for f in sub.payload)
+                sock.send_multipart(frames, NOBLOCK, copy=not big)
             except zmq.Again:
-                err: FerryError = ConnectionFailedError(
-                    f"send queue to {self.address} is full ({SEND_HWM} requests)"
-                )
-                self._fail(future, err)
-                continue
+                queue.appendleft(sub)
+                return False
             except (msgspec.EncodeError, TypeError, ValueError, zmq.ZMQError) as exc:
                 self._fail(future, FerryError(f"cannot send {type(sub.body).__name__}: {exc}"))
                 continue
             if future is not None:
-                self._pending[rid] = future
-                entries = self._deadlines.get(sub.timeout_s)
-                if entries is None:
-                    entries = self._deadlines[sub.timeout_s] = collections.deque()
-                entries.append((sub.deadline, rid))
+                self._pending[rid] = (future, sub.deadline, sub.timeout_s)
+                heapq.heappush(self._deadlines, (sub.deadline, rid))
+        if len(self._deadlines) > 2 * len(self._pending) + 1024:
+            # Mostly answered entries: rebuild rather than let them pile up.
+            self._deadlines = [(d, rid) for rid, (_, d, _) in self._pending.items()]
+            heapq.heapify(self._deadlines)
+        return True
 
     def _read_replies(self, sock: zmq.Socket[Any], codec: RequestCodec) -> None:
         for _ in range(READ_BATCH):
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
+            # Asking first is cheaper than the zmq.Again raised by a read of an empty socket.
+            if not int(sock.get(EVENTS)) & POLLIN:
                 return
+            frames = sock.recv_multipart(NOBLOCK)
             if frames and not frames[0]:
                 frames = frames[1:]
             try:
@@ -300,9 +328,10 @@ class Connection:
             except FrameError as exc:
                 log.warning("undecodable reply from %s: %s", self.address, exc.error)
                 continue
-            future = self._pending.pop(env.id, None)
-            if future is None:
+            entry = self._pending.pop(env.id, None)
+            if entry is None:
                 continue  # timed out already
+            future = entry[0]
             body = env.body
             if isinstance(body, ErrorReply):
                 self._fail(future, error_for(body.code, body.message, body.retriable))
@@ -310,19 +339,45 @@ class Connection:
                 with contextlib.suppress(InvalidStateError):  # cancelled by its caller
                     future.set_result((body, payload))
 
+    def _on_monitor(self, monitor: zmq.Socket[Any]) -> None:
+        while int(monitor.get(EVENTS)) & POLLIN:
+            event = cast(dict[str, Any], recv_monitor_message(monitor, NOBLOCK))
+            if event["event"] == zmq.EVENT_DISCONNECTED and self._pending:
+                log.info("%s disconnected: failing %d requests", self.address, len(self._pending))
+                err = ConnectionFailedError(f"connection to {self.address} was lost")
+                pending = list(self._pending.values())
+                self._pending.clear()
+                self._deadlines.clear()
+                for future, _, _ in pending:
+                    self._fail(future, err)
+
     def _expire(self, now: float) -> None:
-        pending = self._pending
-        for timeout_s, entries in self._deadlines.items():
-            while entries:
-                deadline, rid = entries[0]
-                if rid not in pending:
-                    entries.popleft()
-                elif deadline <= now:
-                    entries.popleft()
-                    err = RequestTimeoutError(f"no reply from {self.address} in {timeout_s:g}s")
-                    self._fail(pending.pop(rid), err)
-                else:
-                    break
+        heap, pending = self._deadlines, self._pending
+        while heap and heap[0][0] <= now:
+            _, rid = heapq.heappop(heap)
+            entry = pending.pop(rid, None)
+            if entry is not None:
+                err = RequestTimeoutError(f"no reply from {self.address} in {entry[2]:g}s")
+                self._fail(entry[0], err)
+
+    def _expire_queued(self, now: float) -> None:
+        """While the peer takes nothing, queued requests time out here (rare: a full queue)."""
+        queue = self._queue
+        if not queue or not any(sub.deadline <= now for sub in queue):
+            return
+        kept: collections.deque[_Submission] = collections.deque()
+        while True:
+            try:
+                sub = queue.popleft()
+            except IndexError:
+                break
+            if sub.future is not None and sub.deadline <= now:
+                err = RequestTimeoutError(f"{self.address} took no request in {sub.timeout_s:g}s")
+                self._fail(sub.future, err)
+            else:
+                kept.append(sub)
+        # Submitters may have appended meanwhile; they stay behind the kept ones.
+        queue.extendleft(reversed(kept))
 
     @staticmethod
     def _fail(future: Future[Result] | None, err: FerryError) -> None:
@@ -333,7 +388,7 @@ class Connection:
             future.set_exception(err)
 
     def _fail_all(self, err: FerryError) -> None:
-        for future in self._pending.values():
+        for future, _, _ in self._pending.values():
             self._fail(future, err)
         self._pending.clear()
         self._deadlines.clear()
@@ -345,8 +400,7 @@ class Connection:
                 sub = self._queue.popleft()
             except IndexError:
                 return
-            if sub.future is not None and sub.future.set_running_or_notify_cancel():
-                self._fail(sub.future, err)
+            self._fail(sub.future, err)
 
 
 def wait(future: Future[Result], timeout_s: float, address: str = "") -> Result:

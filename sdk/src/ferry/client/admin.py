@@ -1,0 +1,201 @@
+"""Admin: the operations behind `ferry admin` (mqadmin): topics, routes, clusters, offsets."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TypeVar
+
+from ferry.client.instance import ClientInstance, not_started
+from ferry.client.message import MessageQueue
+from ferry.client.route import parse_namesrv
+from ferry.client.transport import expect, wait
+from ferry.protocol.codes import Perm
+from ferry.protocol.errors import (
+    BrokerNotExistError,
+    InvalidParameterError,
+    QueryNotFoundError,
+)
+from ferry.protocol.messages import (
+    AnyRequest,
+    BrokerRuntimeInfoReply,
+    ClusterInfoReply,
+    GetAllTopicConfigRequest,
+    GetAllTopicListRequest,
+    GetBrokerRuntimeInfoRequest,
+    GetClusterInfoRequest,
+    GetMaxOffsetRequest,
+    GetMinOffsetRequest,
+    GetRouteInfoRequest,
+    GetTopicStatsRequest,
+    OffsetReply,
+    OkReply,
+    QueryConsumerOffsetRequest,
+    QueueStat,
+    Reply,
+    RouteInfoReply,
+    TopicConfig,
+    TopicConfigListReply,
+    TopicListReply,
+    TopicRouteData,
+    TopicStatsReply,
+    UpdateTopicRequest,
+)
+from ferry.protocol.names import check_group, check_topic
+
+MASTER_ID = 0
+R = TypeVar("R", bound=Reply)
+
+
+class Admin:
+    def __init__(self, namesrv: str, *, timeout_ms: int = 3000) -> None:
+        parse_namesrv(namesrv)
+        self.namesrv = namesrv
+        self._timeout_s = timeout_ms / 1000
+        self._instance: ClientInstance | None = None
+
+    def start(self) -> None:
+        if self._instance is None:
+            self._instance = ClientInstance(
+                self.namesrv, role="admin", api_timeout_s=self._timeout_s
+            )
+
+    def shutdown(self) -> None:
+        inst, self._instance = self._instance, None
+        if inst is not None:
+            inst.close()
+
+    def __enter__(self) -> Admin:
+        self.start()
+        return self
+
+    def __exit__(
+        self, _t: type[BaseException] | None, _e: BaseException | None, _tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
+    def _started(self) -> ClientInstance:
+        if self._instance is None:
+            raise not_started("admin")
+        return self._instance
+
+    def _broker(self, addr: str, body: AnyRequest, cls: type[R]) -> R:
+        inst = self._started()
+        return expect(inst.connection(addr).request(body, timeout_s=inst.api_timeout_s), cls)
+
+    # ---- name server ----
+
+    def topic_list(self) -> list[str]:
+        reply = self._started().routes.namesrv_request(GetAllTopicListRequest(), TopicListReply)
+        return list(reply.topics)
+
+    def topic_route(self, topic: str) -> TopicRouteData:
+        """TopicNotExistError when no broker serves the topic."""
+        routes = self._started().routes
+        return routes.namesrv_request(GetRouteInfoRequest(topic=topic), RouteInfoReply).route
+
+    def cluster_info(self) -> ClusterInfoReply:
+        return self._started().routes.namesrv_request(GetClusterInfoRequest(), ClusterInfoReply)
+
+    def master_addrs(self, cluster: str | None = None) -> dict[str, str]:
+        """broker name -> master address, of one cluster or of all."""
+        info = self.cluster_info()
+        if cluster is not None and cluster not in info.clusters:
+            raise InvalidParameterError(f"cluster {cluster!r} is unknown to the name server")
+        names = info.clusters[cluster] if cluster is not None else list(info.brokers)
+        out: dict[str, str] = {}
+        for name in sorted(names):
+            data = info.brokers.get(name)
+            if data is not None and MASTER_ID in data.broker_addrs:
+                out[name] = data.broker_addrs[MASTER_ID]
+        return out
+
+    # ---- topics ----
+
+    def create_topic(
+        self,
+        topic: str,
+        read_queue_nums: int = 8,
+        write_queue_nums: int = 8,
+        perm: int = Perm.READ_WRITE,
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """Creates or updates `topic` on one broker (broker_addr) or on the master of every
+        broker of `cluster` (every cluster when neither is given); returns the addresses
+        updated."""
+        check_topic(topic)
+        if read_queue_nums <= 0 or write_queue_nums <= 0:
+            raise InvalidParameterError("queue numbers must be positive")
+        if perm & ~(Perm.READ_WRITE | Perm.INHERIT):
+            raise InvalidParameterError(f"perm {perm} is not a combination of 2 (W) and 4 (R)")
+        config = TopicConfig(
+            topic_name=topic,
+            read_queue_nums=read_queue_nums,
+            write_queue_nums=write_queue_nums,
+            perm=perm,
+        )
+        addrs = [broker_addr] if broker_addr else sorted(set(self.master_addrs(cluster).values()))
+        if not addrs:
+            raise BrokerNotExistError(f"no broker master in {cluster or 'any cluster'}")
+        inst = self._started()
+        body = UpdateTopicRequest(config=config)
+        futures = [
+            (a, inst.connection(a).submit(body, timeout_s=inst.api_timeout_s)) for a in addrs
+        ]
+        for addr, future in futures:
+            expect(wait(future, inst.api_timeout_s, addr), OkReply)
+        inst.routes.invalidate(topic)
+        return addrs
+
+    def topic_configs(self, broker_addr: str) -> list[TopicConfig]:
+        reply = self._broker(broker_addr, GetAllTopicConfigRequest(), TopicConfigListReply)
+        return list(reply.topics)
+
+    def topic_stats(self, topic: str) -> dict[str, list[QueueStat]]:
+        """broker name -> min/max offset of each queue of `topic` on it."""
+        route = self.topic_route(topic)
+        out: dict[str, list[QueueStat]] = {}
+        for data in sorted(route.broker_datas, key=lambda b: b.broker_name):
+            addr = data.broker_addrs.get(MASTER_ID) or next(iter(data.broker_addrs.values()), "")
+            if not addr:
+                continue
+            reply = self._broker(addr, GetTopicStatsRequest(topic=topic), TopicStatsReply)
+            out[data.broker_name] = sorted(reply.queues, key=lambda q: q.queue_id)
+        return out
+
+    def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
+        reply = self._broker(broker_addr, GetBrokerRuntimeInfoRequest(), BrokerRuntimeInfoReply)
+        return dict(reply.info)
+
+    # ---- offsets ----
+
+    def _queue_addr(self, queue: MessageQueue) -> str:
+        routes = self._started().routes
+        routes.get(queue.topic)
+        addr = routes.addr_of(queue.broker_name)
+        if addr is None:
+            raise BrokerNotExistError(f"no master address for broker {queue.broker_name}")
+        return addr
+
+    def _offset(self, queue: MessageQueue, body: AnyRequest) -> int:
+        return self._broker(self._queue_addr(queue), body, OffsetReply).offset
+
+    def max_offset(self, queue: MessageQueue) -> int:
+        return self._offset(queue, GetMaxOffsetRequest(topic=queue.topic, queue_id=queue.queue_id))
+
+    def min_offset(self, queue: MessageQueue) -> int:
+        return self._offset(queue, GetMinOffsetRequest(topic=queue.topic, queue_id=queue.queue_id))
+
+    def consumer_offset(self, group: str, queue: MessageQueue) -> int | None:
+        """The group's committed offset of `queue`; None when it has none."""
+        check_group(group)
+        body = QueryConsumerOffsetRequest(group, queue.topic, queue.queue_id)
+        try:
+            return self._offset(queue, body)
+        except QueryNotFoundError:
+            return None
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        """The read queues of `topic`, sorted."""
+        return list(self._started().routes.fetch(topic).read_queues)

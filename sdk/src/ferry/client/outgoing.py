@@ -1,0 +1,96 @@
+"""Encoded messages on their way to a broker, and what the broker's reply means for each."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from opentelemetry import trace
+
+from ferry.client.message import MessageQueue, SendResult, SendStatus, host_hex
+from ferry.client.publish import Target
+from ferry.protocol.errors import FerryError
+from ferry.protocol.messages import SendMessageReply, SendMessageRequest
+
+
+class Outgoing(NamedTuple):
+    """Encoded message(s) of one topic, the same for every attempt."""
+
+    topic: str
+    msg_ids: list[str]
+    payload: bytes  # concatenated records: one frame
+    n_msgs: int
+    traceparent: str
+    tracestate: str
+    span: trace.Span | None
+    batchable: bool  # may join other messages in an automatic batch (not delayed)
+
+
+def join(topic: str, parts: list[Outgoing]) -> Outgoing:
+    """Several single messages as one batch request; the envelope carries the first's trace."""
+    first = parts[0]
+    return Outgoing(
+        topic,
+        [msg_id for part in parts for msg_id in part.msg_ids],
+        b"".join(part.payload for part in parts),
+        sum(part.n_msgs for part in parts),
+        first.traceparent,
+        first.tracestate,
+        None,
+        True,
+    )
+
+
+def send_request(
+    group: str, out: Outgoing, target: Target, default_topic_queue_nums: int
+) -> SendMessageRequest:
+    return SendMessageRequest(
+        producer_group=group,
+        topic=out.topic,
+        queue_id=target.queue.queue_id,
+        count=out.n_msgs,
+        default_topic=target.default_topic,
+        default_topic_queue_nums=default_topic_queue_nums,
+    )
+
+
+def offset_ids(reply: SendMessageReply) -> list[str]:
+    """Offset message ids (store host + CommitLog offset), as record.offset_msg_id makes them."""
+    host = host_hex(reply.store_host)
+    return [f"{host}{offset:016X}" for offset in reply.phys_offsets]
+
+
+def checked(reply: SendMessageReply, n_msgs: int) -> SendStatus:
+    try:
+        status = SendStatus(reply.status)
+    except ValueError:
+        raise FerryError(f"unknown send status {reply.status}") from None
+    if len(reply.phys_offsets) != n_msgs:
+        raise FerryError(f"broker stored {len(reply.phys_offsets)} of {n_msgs} messages")
+    return status
+
+
+def reply_queue(out: Outgoing, target: Target, reply: SendMessageReply) -> MessageQueue:
+    return MessageQueue(out.topic, reply.broker_name or target.queue.broker_name, reply.queue_id)
+
+
+def joined_result(out: Outgoing, target: Target, reply: SendMessageReply) -> SendResult:
+    """One result for the request: ids of a batch joined by commas, as RocketMQ."""
+    status = checked(reply, out.n_msgs)
+    return SendResult(
+        status,
+        ",".join(out.msg_ids),
+        ",".join(offset_ids(reply)),
+        reply_queue(out, target, reply),
+        reply.queue_offset,
+    )
+
+
+def each_result(out: Outgoing, target: Target, reply: SendMessageReply) -> list[SendResult]:
+    """One result per message of the request, in order."""
+    status = checked(reply, out.n_msgs)
+    queue = reply_queue(out, target, reply)
+    first = reply.queue_offset
+    return [
+        SendResult(status, msg_id, offset_id, queue, first + i)
+        for i, (msg_id, offset_id) in enumerate(zip(out.msg_ids, offset_ids(reply), strict=True))
+    ]

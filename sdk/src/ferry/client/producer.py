@@ -1,0 +1,329 @@
+"""The producer: sync, async, oneway, batch and orderly sends, with RocketMQ's retries.
+
+A message is encoded into a CommitLog record once, in the caller's thread; a batch travels as
+one payload frame. A retriable failure is retried up to `retry_times` more times within the
+send timeout, on another broker when there is one, after the topic's route is refreshed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
+from types import TracebackType
+
+from opentelemetry import trace
+
+from ferry.client.async_sender import AsyncSender, BatchConfig
+from ferry.client.instance import ClientInstance, not_started
+from ferry.client.message import Message, SendResult, encode_message, message_properties
+from ferry.client.outgoing import Outgoing, joined_result, send_request
+from ferry.client.publish import Publisher, Target
+from ferry.client.route import parse_namesrv
+from ferry.client.transport import Result, expect, wait
+from ferry.protocol.errors import (
+    FerryError,
+    InvalidParameterError,
+    MessageIllegalError,
+    RequestTimeoutError,
+)
+from ferry.protocol.messages import HeartbeatRequest, SendMessageReply, UnregisterClientRequest
+from ferry.protocol.names import check_group, check_topic
+
+log = logging.getLogger("ferry.client.producer")
+
+MiB = 1024 * 1024
+
+
+class Producer:
+    """Sends messages of one producer group. Thread-safe once started."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str,
+        *,
+        send_timeout_ms: int = 3000,
+        retry_times: int = 2,
+        max_message_size: int = 4 * MiB,
+        default_topic_queue_nums: int = 4,
+        heartbeat_interval_ms: int = 30_000,
+        poll_namesrv_interval_ms: int = 30_000,
+        auto_batch: bool = True,
+        batch_max_count: int = 128,
+        batch_max_bytes: int = 256 * 1024,
+        max_batches_in_flight: int = 4,
+        tracer_provider: trace.TracerProvider | None = None,
+    ) -> None:
+        check_group(group)
+        parse_namesrv(namesrv)
+        if retry_times < 0 or send_timeout_ms <= 0 or max_message_size <= 0:
+            raise InvalidParameterError("retry_times, send_timeout_ms, max_message_size")
+        if batch_max_count <= 0 or batch_max_bytes <= 0 or max_batches_in_flight <= 0:
+            raise InvalidParameterError(
+                "batch_max_count, batch_max_bytes, max_batches_in_flight must be positive"
+            )
+        self.group = group
+        self.namesrv = namesrv
+        self.send_timeout_s = send_timeout_ms / 1000
+        self.retry_times = retry_times
+        self.max_message_size = max_message_size
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self._heartbeat_s = heartbeat_interval_ms / 1000
+        self._poll_namesrv_s = poll_namesrv_interval_ms / 1000
+        self._tracer_provider = tracer_provider
+        self._batching = BatchConfig(
+            auto_batch,
+            batch_max_count,
+            min(batch_max_bytes, max_message_size),
+            max_batches_in_flight,
+        )
+        self._instance: ClientInstance | None = None
+        self._publisher: Publisher | None = None
+        self._async: AsyncSender | None = None
+        self._checked_topics: set[str] = set()
+
+    # ---- lifecycle ----
+
+    def start(self) -> None:
+        if self._instance is not None:
+            return
+        inst = ClientInstance(self.namesrv, role="producer", tracer_provider=self._tracer_provider)
+        self._publisher = Publisher(inst.routes, self.default_topic_queue_nums)
+        self._async = AsyncSender(
+            inst,
+            self._publisher,
+            self.group,
+            retry_times=self.retry_times,
+            timeout_s=self.send_timeout_s,
+            default_topic_queue_nums=self.default_topic_queue_nums,
+            batching=self._batching,
+        )
+        self._instance = inst
+        inst.ticker.every(self._poll_namesrv_s, inst.routes.refresh_all)
+        inst.ticker.every(self._heartbeat_s, self.heartbeat)
+        inst.routes.on_new_master(self._heartbeat_to)  # a broker learns of us at once
+
+    def shutdown(self) -> None:
+        """Sends what send_async left waiting, waits for it (up to the send timeout), leaves."""
+        inst = self._instance
+        if inst is None:
+            return
+        if self._async is not None:
+            self._async.close(self.send_timeout_s)
+        self._instance = None
+        futures = [
+            inst.connection(addr).submit(
+                UnregisterClientRequest(client_id=inst.client_id, producer_group=self.group),
+                timeout_s=1.0,
+            )
+            for addr in set(inst.routes.master_addrs().values())
+        ]
+        for future in futures:
+            try:
+                wait(future, 1.0)
+            except FerryError as err:
+                log.debug("unregister failed: %s", err)
+        inst.close()
+
+    def __enter__(self) -> Producer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, _t: type[BaseException] | None, _e: BaseException | None, _tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
+    @property
+    def client_id(self) -> str:
+        return self._started().client_id
+
+    def heartbeat(self) -> None:
+        """Tells every known broker this client belongs to the group (every 30 s)."""
+        inst = self._started()
+        for addr in set(inst.routes.master_addrs().values()):
+            self._heartbeat_to(addr)
+
+    def _heartbeat_to(self, addr: str) -> None:
+        inst = self._instance
+        if inst is None:
+            return
+        body = HeartbeatRequest(client_id=inst.client_id, producer_groups=[self.group])
+        future = inst.connection(addr).submit(body, timeout_s=inst.api_timeout_s)
+        future.add_done_callback(_log_failure(f"heartbeat to {addr}"))
+
+    # ---- sends ----
+
+    def send(self, msg: Message) -> SendResult:
+        """Sends and waits for the broker; raises the typed error after the last retry."""
+        out = self._prepare([msg])
+        return self._send_sync(out, self.send_timeout_s)
+
+    def send_batch(self, msgs: Iterable[Message]) -> SendResult:
+        """Sends messages of one topic in one request and one frame.
+
+        The result's msg_id and offset_msg_id are the ids of all messages joined by commas, in
+        order (as RocketMQ); queue_offset is the first message's. The batch must stay within
+        max_message_size and its messages must not be delayed.
+        """
+        batch = list(msgs)
+        if not batch:
+            raise InvalidParameterError("send_batch needs at least one message")
+        topic = batch[0].topic
+        for msg in batch:
+            if msg.topic != topic:
+                raise InvalidParameterError("every message of a batch must have the same topic")
+            if msg.delay_level > 0 or msg.deliver_at_ms is not None:
+                raise InvalidParameterError("batch messages cannot be delayed")
+        out = self._prepare(batch)
+        return self._send_sync(out, self.send_timeout_s)
+
+    def send_async(self, msg: Message) -> Future[SendResult]:
+        """Sends without waiting, retrying as send() does.
+
+        Messages sent this way are batched per topic automatically while earlier requests are
+        in flight (auto_batch; see async_sender). The Future's callbacks run on an I/O thread:
+        keep them short and never wait there for another send.
+        """
+        out = self._prepare([msg])
+        assert self._async is not None
+        return self._async.submit(out)
+
+    def send_oneway(self, msg: Message) -> None:
+        """Fire and forget: no reply, no retry."""
+        out = self._prepare([msg])
+        inst, publisher = self._parts()
+        try:
+            target = publisher.next_target(out.topic)
+            assert target is not None
+            inst.connection(target.address).send_oneway(
+                send_request(self.group, out, target, self.default_topic_queue_nums),
+                [out.payload],
+                traceparent=out.traceparent,
+                tracestate=out.tracestate,
+            )
+        except FerryError as err:
+            inst.tracing.end(out.span, err)
+            raise
+        inst.tracing.end(out.span, address=target.address, queue_id=target.queue.queue_id)
+
+    def send_orderly(self, msg: Message, sharding_key: str | bytes) -> SendResult:
+        """Messages with the same key go to the same queue (crc32 of the key modulo the number
+        of write queues), so they are consumed in order. Not retried on another queue."""
+        out = self._prepare([msg])
+        inst, publisher = self._parts()
+        try:
+            target = publisher.orderly_target(out.topic, sharding_key)
+            result = self._attempt(out, target, self.send_timeout_s)
+        except FerryError as err:
+            inst.tracing.end(out.span, err)
+            raise
+        inst.tracing.end(out.span, address=target.address, queue_id=target.queue.queue_id)
+        return result
+
+    # ---- internals ----
+
+    def _started(self) -> ClientInstance:
+        inst = self._instance
+        if inst is None:
+            raise not_started(f"producer {self.group}")
+        return inst
+
+    def _parts(self) -> tuple[ClientInstance, Publisher]:
+        inst = self._started()
+        assert self._publisher is not None
+        return inst, self._publisher
+
+    def _prepare(self, msgs: Sequence[Message]) -> Outgoing:
+        """Validates and encodes; the span and trace context are created here."""
+        inst = self._started()
+        first = msgs[0]
+        topic = first.topic
+        if topic not in self._checked_topics:
+            check_topic(topic)
+            self._checked_topics.add(topic)
+        single = len(msgs) == 1
+        if single and len(first.body) > self.max_message_size:
+            raise MessageIllegalError(
+                f"message body is {len(first.body)} bytes, over {self.max_message_size}"
+            )
+        ids = [inst.msg_ids.next_id() for _ in msgs]
+        props = [message_properties(msg, msg_id) for msg, msg_id in zip(msgs, ids, strict=True)]
+        span = inst.tracing.start_send(topic, msgs, ids) if inst.tracing.enabled else None
+        traceparent = tracestate = ""
+        if span is not None:
+            for carrier in props:
+                inst.tracing.inject(span, carrier)
+            traceparent = props[0].get("traceparent", "")
+            tracestate = props[0].get("tracestate", "")
+        born = int(time.time() * 1000)
+        try:
+            if single:
+                payload = encode_message(
+                    first, props[0], born_timestamp=born, born_host=inst.born_host
+                )
+            else:
+                payload = b"".join(
+                    encode_message(msg, p, born_timestamp=born, born_host=inst.born_host)
+                    for msg, p in zip(msgs, props, strict=True)
+                )
+                if len(payload) > self.max_message_size:
+                    raise MessageIllegalError(
+                        f"batch is {len(payload)} bytes, over {self.max_message_size}"
+                    )
+        except FerryError as err:
+            inst.tracing.end(span, err)
+            raise
+        batchable = all(m.delay_level <= 0 and m.deliver_at_ms is None for m in msgs)
+        return Outgoing(topic, ids, payload, len(msgs), traceparent, tracestate, span, batchable)
+
+    def _attempt(self, out: Outgoing, target: Target, timeout_s: float) -> SendResult:
+        inst = self._started()
+        result = inst.connection(target.address).request(
+            send_request(self.group, out, target, self.default_topic_queue_nums),
+            [out.payload],
+            timeout_s=timeout_s,
+            traceparent=out.traceparent,
+            tracestate=out.tracestate,
+        )
+        return joined_result(out, target, expect(result, SendMessageReply))
+
+    def _send_sync(self, out: Outgoing, timeout_s: float) -> SendResult:
+        inst, publisher = self._parts()
+        deadline = time.monotonic() + timeout_s
+        avoid: str | None = None
+        last_error: FerryError | None = None
+        target: Target | None
+        for attempt in range(1 + self.retry_times):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            target = None
+            try:
+                target = publisher.next_target(out.topic, avoid)
+                assert target is not None
+                result = self._attempt(out, target, remaining)
+            except FerryError as err:
+                last_error = err
+                if not err.retriable:
+                    break
+                log.debug("send to %s failed (attempt %d): %s", out.topic, attempt + 1, err)
+                publisher.failed(out.topic)
+                if target is not None:
+                    avoid = target.queue.broker_name
+                continue
+            inst.tracing.end(out.span, address=target.address, queue_id=target.queue.queue_id)
+            return result
+        final = last_error or RequestTimeoutError(f"send to {out.topic} timed out")
+        inst.tracing.end(out.span, final)
+        raise final
+
+
+def _log_failure(what: str) -> Callable[[Future[Result]], None]:
+    def callback(future: Future[Result]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            log.debug("%s failed: %s", what, future.exception())
+
+    return callback

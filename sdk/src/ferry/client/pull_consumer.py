@@ -1,0 +1,343 @@
+"""The lite pull consumer (RocketMQ's DefaultLitePullConsumer): subscribe or assign, poll,
+commit, seek. Pulling itself is in puller.py; this is the user-facing side: what to consume,
+handing messages over, offsets and the group's heartbeat."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from types import TracebackType
+
+from opentelemetry import trace
+
+from ferry.client.consume_state import decode_batch
+from ferry.client.instance import ClientInstance, not_started
+from ferry.client.message import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue
+from ferry.client.puller import OffsetRequest, PullConfig, Puller
+from ferry.client.route import parse_namesrv
+from ferry.client.transport import Result, expect, wait
+from ferry.protocol.errors import (
+    BrokerNotExistError,
+    FerryError,
+    InvalidParameterError,
+    QueryNotFoundError,
+)
+from ferry.protocol.messages import (
+    ConsumerData,
+    GetMaxOffsetRequest,
+    GetMinOffsetRequest,
+    HeartbeatRequest,
+    OffsetReply,
+    QueryConsumerOffsetRequest,
+    SubscriptionData,
+    UnregisterClientRequest,
+)
+from ferry.protocol.names import check_group, check_topic
+
+log = logging.getLogger("ferry.client.consumer")
+
+QUICK_REBALANCE_S = 1.0  # while a subscribed topic has no route yet
+ALLOCATE_STRATEGIES = ("averagely", "by_circle", "consistent_hash")
+
+
+class PullConsumer:
+    """poll() is for one thread at a time; commit, seek and the rest may be called from any
+    thread. With auto_commit, offsets are committed every auto_commit_interval_ms and at
+    shutdown; otherwise call commit()."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str,
+        consume_from: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
+        *,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        pull_batch_size: int = 32,
+        suspend_ms: int = 20_000,
+        pull_threshold_for_queue: int = 1000,
+        max_poll_messages: int = 1000,
+        max_reconsume_times: int = 16,
+        allocate: str = "averagely",
+        heartbeat_interval_ms: int = 30_000,
+        poll_namesrv_interval_ms: int = 30_000,
+        rebalance_interval_ms: int = 20_000,
+        tracer_provider: trace.TracerProvider | None = None,
+    ) -> None:
+        check_group(group)
+        parse_namesrv(namesrv)
+        if consume_from is ConsumeFromWhere.TIMESTAMP:
+            raise InvalidParameterError("ConsumeFromWhere.TIMESTAMP is not supported yet")
+        if message_model is not MessageModel.CLUSTERING:
+            raise InvalidParameterError("PullConsumer supports CLUSTERING only for now")
+        if allocate not in ALLOCATE_STRATEGIES:
+            raise InvalidParameterError(f"allocate must be one of {ALLOCATE_STRATEGIES}")
+        if pull_batch_size <= 0 or max_poll_messages <= 0 or suspend_ms < 0:
+            raise InvalidParameterError("pull_batch_size, max_poll_messages, suspend_ms")
+        self.group = group
+        self.namesrv = namesrv
+        self.consume_from = consume_from
+        self.message_model = message_model
+        self.auto_commit = auto_commit
+        self.max_poll_messages = max_poll_messages
+        self.max_reconsume_times = max_reconsume_times
+        self.allocate = allocate
+        self._pull_config = PullConfig(
+            group, consume_from, pull_batch_size, suspend_ms, pull_threshold_for_queue
+        )
+        self._intervals = {
+            "commit": auto_commit_interval_ms / 1000,
+            "heartbeat": heartbeat_interval_ms / 1000,
+            "namesrv": poll_namesrv_interval_ms / 1000,
+            "rebalance": rebalance_interval_ms / 1000,
+        }
+        self._tracer_provider = tracer_provider
+        self._lock = threading.Lock()
+        self._subscriptions: dict[str, str] = {}
+        self._assigned: dict[MessageQueue, str] | None = None  # set by assign()
+        self._instance: ClientInstance | None = None
+        self._puller: Puller | None = None
+        self._quick_rebalance = False
+
+    # ---- lifecycle ----
+
+    def start(self) -> None:
+        if self._instance is not None:
+            return
+        inst = ClientInstance(self.namesrv, role="consumer", tracer_provider=self._tracer_provider)
+        self._puller = Puller(inst, self._pull_config)
+        self._instance = inst
+        inst.routes.on_new_master(self._heartbeat_to)  # a new broker learns of us at once
+        self._update_assignment()
+        self.heartbeat()
+        ticker = inst.ticker
+        ticker.every(self._intervals["namesrv"], inst.routes.refresh_all)
+        ticker.every(self._intervals["heartbeat"], self.heartbeat)
+        ticker.every(self._intervals["rebalance"], self._update_assignment)
+        if self.auto_commit:
+            ticker.every(self._intervals["commit"], self._auto_commit)
+
+    def shutdown(self) -> None:
+        """Commits (with auto_commit), leaves the group and closes the connections."""
+        inst, puller = self._instance, self._puller
+        if inst is None or puller is None:
+            return
+        if self.auto_commit:
+            self._auto_commit()
+        body = UnregisterClientRequest(client_id=inst.client_id, consumer_group=self.group)
+        futures = [inst.connection(a).submit(body, timeout_s=1.0) for a in self._broker_addrs()]
+        for future in futures:
+            try:
+                wait(future, 1.0)
+            except FerryError as err:
+                log.debug("unregister failed: %s", err)
+        self._instance = None
+        puller.close()
+        inst.close()
+
+    def __enter__(self) -> PullConsumer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, _t: type[BaseException] | None, _e: BaseException | None, _tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
+    def _started(self) -> tuple[ClientInstance, Puller]:
+        inst, puller = self._instance, self._puller
+        if inst is None or puller is None:
+            raise not_started(f"consumer {self.group}")
+        return inst, puller
+
+    # ---- what to consume ----
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume every read queue of `topic` whose messages match the tag expression
+        ("*", "TagA", "TagA || TagB")."""
+        check_topic(topic)
+        with self._lock:
+            if self._assigned is not None:
+                raise InvalidParameterError("subscribe() and assign() cannot be mixed")
+            self._subscriptions[topic] = expression
+        self._changed()
+
+    def unsubscribe(self, topic: str) -> None:
+        with self._lock:
+            self._subscriptions.pop(topic, None)
+        self._changed()
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        """Consume exactly these queues, all tags (no group rebalancing)."""
+        wanted = list(queues)
+        for queue in wanted:
+            check_topic(queue.topic)
+        with self._lock:
+            if self._subscriptions:
+                raise InvalidParameterError("subscribe() and assign() cannot be mixed")
+            self._assigned = dict.fromkeys(wanted, "*")
+        self._changed()
+
+    def _changed(self) -> None:
+        """After start, a new subscription takes effect at once and brokers hear of it."""
+        if self._instance is not None:
+            self._update_assignment()
+            self.heartbeat()
+
+    def assignment(self) -> list[MessageQueue]:
+        """The queues being consumed now."""
+        return [] if self._puller is None else self._puller.queues()
+
+    def _allocate(self, topic: str, queues: list[MessageQueue]) -> list[MessageQueue]:
+        """The queues of `topic` this member takes. Every queue for now; group rebalancing
+        (self.allocate over the group's client ids) plugs in here."""
+        return queues
+
+    def _update_assignment(self) -> None:
+        """Works out the wanted queues; may fetch routes, so never runs on an I/O thread."""
+        inst, puller = self._instance, self._puller
+        if inst is None or puller is None:
+            return
+        with self._lock:
+            assigned = None if self._assigned is None else dict(self._assigned)
+            subscriptions = dict(self._subscriptions)
+        wanted: dict[MessageQueue, str] = {}
+        keep_topics: set[str] = set()
+        if assigned is not None:
+            wanted = assigned
+            for topic in {q.topic for q in assigned}:
+                try:
+                    inst.routes.get(topic)
+                except FerryError as err:
+                    log.warning("no route for %s yet: %s", topic, err)
+        for topic, expression in subscriptions.items():
+            try:
+                route = inst.routes.get(topic)
+            except FerryError as err:
+                log.info("no route for subscribed topic %s yet: %s", topic, err)
+                keep_topics.add(topic)
+                continue
+            for queue in self._allocate(topic, list(route.read_queues)):
+                wanted[queue] = expression
+        puller.assign(wanted, keep_topics)
+        if keep_topics and not self._quick_rebalance:
+            self._quick_rebalance = True
+            inst.ticker.later(QUICK_REBALANCE_S, self._quick_update)
+
+    def _quick_update(self) -> None:
+        self._quick_rebalance = False
+        self._update_assignment()
+
+    # ---- poll, commit, seek ----
+
+    def poll(self, timeout: float = 5.0) -> list[MessageExt]:
+        """Messages pulled so far, waiting up to `timeout` seconds for the first ones."""
+        inst, puller = self._started()
+        start_ns = time.time_ns()
+        batches = puller.take(timeout, self.max_poll_messages)
+        msgs: list[MessageExt] = []
+        for batch in batches:
+            try:
+                msgs.extend(decode_batch(batch))
+            except ValueError as err:  # RecordError: bytes we cannot read; skipped, logged
+                log.error("%s: undecodable records skipped: %s", batch.state.queue, err)
+        inst.tracing.record_receive(self.group, msgs, start_ns, self.message_model.value)
+        return msgs
+
+    def commit(self) -> None:
+        """Commits the offsets after what poll() returned (one request per broker)."""
+        _, puller = self._started()
+        errors = puller.commit()
+        if errors:
+            raise errors[0]
+
+    def _auto_commit(self) -> None:
+        if self._puller is not None:
+            for err in self._puller.commit():
+                log.warning("auto commit of %s failed: %s", self.group, err)
+
+    def seek(self, queue: MessageQueue, offset: int) -> None:
+        """The next poll() returns messages of `queue` from `offset` on; buffered and in-flight
+        messages of the queue are dropped. The new position is committed with the next commit."""
+        self._started()[1].seek(queue, offset)
+
+    def seek_to_beginning(self, queue: MessageQueue) -> None:
+        self.seek(queue, self._offset_of(queue, GetMinOffsetRequest(queue.topic, queue.queue_id)))
+
+    def seek_to_end(self, queue: MessageQueue) -> None:
+        self.seek(queue, self._offset_of(queue, GetMaxOffsetRequest(queue.topic, queue.queue_id)))
+
+    def committed(self, queue: MessageQueue) -> int | None:
+        """The group's offset for `queue` on the broker; None when it has none."""
+        body = QueryConsumerOffsetRequest(self.group, queue.topic, queue.queue_id)
+        try:
+            return self._offset_of(queue, body)
+        except QueryNotFoundError:
+            return None
+
+    def _offset_of(self, queue: MessageQueue, body: OffsetRequest) -> int:
+        inst, _ = self._started()
+        inst.routes.get(queue.topic)
+        addr = inst.routes.addr_of(queue.broker_name)
+        if addr is None:
+            raise BrokerNotExistError(f"no master address for broker {queue.broker_name}")
+        result = inst.connection(addr).request(body, timeout_s=inst.api_timeout_s)
+        return expect(result, OffsetReply).offset
+
+    # ---- heartbeat ----
+
+    def heartbeat(self) -> None:
+        """Registers the group's subscriptions with every broker serving them."""
+        inst = self._instance
+        if inst is None:
+            return
+        body = HeartbeatRequest(client_id=inst.client_id, consumers=[self._consumer_data()])
+        for addr in self._broker_addrs():
+            future = inst.connection(addr).submit(body, timeout_s=inst.api_timeout_s)
+            future.add_done_callback(_log_failure(f"heartbeat to {addr}"))
+
+    def _heartbeat_to(self, addr: str) -> None:
+        inst = self._instance
+        if inst is None:
+            return
+        body = HeartbeatRequest(client_id=inst.client_id, consumers=[self._consumer_data()])
+        future = inst.connection(addr).submit(body, timeout_s=inst.api_timeout_s)
+        future.add_done_callback(_log_failure(f"heartbeat to {addr}"))
+
+    def _consumer_data(self) -> ConsumerData:
+        with self._lock:
+            topics = dict(self._subscriptions)
+            for queue in self._assigned or {}:
+                topics.setdefault(queue.topic, "*")
+        return ConsumerData(
+            group=self.group,
+            consume_type="PULL",
+            message_model=self.message_model.value,
+            consume_from=self.consume_from.value,
+            subscriptions=[SubscriptionData(t, e) for t, e in sorted(topics.items())],
+        )
+
+    def _broker_addrs(self) -> set[str]:
+        inst, puller = self._instance, self._puller
+        if inst is None or puller is None:
+            return set()
+        with self._lock:
+            topics = set(self._subscriptions) | puller.topics()
+        addrs: set[str] = set()
+        for topic in topics:
+            route = inst.routes.cached(topic)
+            if route is not None:
+                addrs.update(route.master_addrs.values())
+        return addrs
+
+
+def _log_failure(what: str) -> Callable[[Future[Result]], None]:
+    def callback(future: Future[Result]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            log.debug("%s failed: %s", what, future.exception())
+
+    return callback

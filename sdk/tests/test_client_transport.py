@@ -1,0 +1,241 @@
+"""The SDK transport against a real ROUTER service (ferry.runtime.service) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from ferry.client.transport import Connection, ConnectionPool, expect
+from ferry.protocol.errors import (
+    ConnectionFailedError,
+    MessageIllegalError,
+    RequestTimeoutError,
+    TopicNotExistError,
+)
+from ferry.protocol.messages import (
+    GetMaxOffsetRequest,
+    GetRouteInfoRequest,
+    OffsetReply,
+    PingRequest,
+    PongReply,
+    SendMessageReply,
+    SendMessageRequest,
+)
+from ferry.runtime.service import Call, Service
+
+
+class EchoServer:
+    """A real service: offsets echo the queue id, sends echo their payload, some requests are
+    held forever and some fail with a typed error."""
+
+    def __init__(self) -> None:
+        self.service = Service("echo")
+        self.held: list[Call] = []
+        self.service.on(GetMaxOffsetRequest, self._max_offset)
+        self.service.on(GetRouteInfoRequest, self._hold)
+        self.service.on(SendMessageRequest, self._send)
+        self.endpoint = self.service.bind_router("tcp://127.0.0.1:0")
+        self.address = self.endpoint.removeprefix("tcp://")
+        self.thread = threading.Thread(
+            target=self.service.run, kwargs={"handle_signals": False}, daemon=True
+        )
+
+    def _max_offset(self, req: GetMaxOffsetRequest, _call: Call) -> OffsetReply:
+        if req.topic == "missing":
+            raise TopicNotExistError(f"No route info of this topic: {req.topic}")
+        if req.topic == "illegal":
+            raise MessageIllegalError("bad message")
+        return OffsetReply(offset=req.queue_id * 7)
+
+    def _hold(self, _req: GetRouteInfoRequest, call: Call) -> None:
+        self.held.append(call)
+
+    def _send(self, req: SendMessageRequest, call: Call) -> tuple[SendMessageReply, list[bytes]]:
+        body = b"".join(bytes(f) for f in call.payload)
+        reply = SendMessageReply(
+            status=0,
+            queue_id=req.queue_id,
+            queue_offset=len(body),
+            store_host="127.0.0.1:1",
+            phys_offsets=[0],
+            broker_name=call.traceparent,
+        )
+        return reply, [body[::-1]]
+
+
+@pytest.fixture
+def server() -> Iterator[EchoServer]:
+    srv = EchoServer()
+    srv.thread.start()
+    yield srv
+    srv.service.stop()
+    srv.thread.join(10)
+    assert not srv.thread.is_alive()
+
+
+@pytest.fixture
+def conn(server: EchoServer) -> Iterator[Connection]:
+    c = Connection(server.address)
+    yield c
+    c.close()
+
+
+def io_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("ferry-io-")]
+
+
+def test_reply_and_payload_frames_come_back(conn: Connection) -> None:
+    reply, payload = conn.request(
+        SendMessageRequest(producer_group="g", topic="t", queue_id=3),
+        [b"hello world"],
+        traceparent="00-abc",
+    )
+    assert isinstance(reply, SendMessageReply)
+    assert (reply.queue_id, reply.queue_offset) == (3, 11)
+    assert [bytes(f) for f in payload] == [b"dlrow olleh"]
+    # the trace context travels in the request envelope
+    assert reply.broker_name == "00-abc"
+
+
+def test_concurrent_requests_from_many_threads_get_their_own_replies(conn: Connection) -> None:
+    def ask(queue_id: int) -> tuple[int, int]:
+        result = conn.request(GetMaxOffsetRequest(topic="t", queue_id=queue_id), timeout_s=10)
+        return queue_id, expect(result, OffsetReply).offset
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(ask, range(2000)))
+    assert all(offset == queue_id * 7 for queue_id, offset in answers)
+    assert len(answers) == 2000
+    # A lost wake-up of the I/O thread costs a whole poll timeout per request.
+    assert time.monotonic() - started < 20
+
+
+def test_many_requests_in_flight_are_correlated(conn: Connection) -> None:
+    futures = [
+        conn.submit(GetMaxOffsetRequest(topic="t", queue_id=i), timeout_s=10) for i in range(5000)
+    ]
+    offsets = [expect(f.result(15), OffsetReply).offset for f in futures]
+    assert offsets == [i * 7 for i in range(5000)]
+
+
+def test_error_reply_becomes_the_typed_exception(conn: Connection) -> None:
+    with pytest.raises(TopicNotExistError, match="No route info of this topic: missing") as info:
+        conn.request(GetMaxOffsetRequest(topic="missing", queue_id=0))
+    assert info.value.retriable
+    with pytest.raises(MessageIllegalError) as illegal:
+        conn.request(GetMaxOffsetRequest(topic="illegal", queue_id=0))
+    assert not illegal.value.retriable
+
+
+def test_unanswered_request_fails_with_timeout_and_others_go_on(
+    conn: Connection, server: EchoServer
+) -> None:
+    held = conn.submit(GetRouteInfoRequest(topic="t"), timeout_s=0.3)
+    quick = conn.submit(GetMaxOffsetRequest(topic="t", queue_id=2), timeout_s=5)
+    assert expect(quick.result(5), OffsetReply).offset == 14
+    started = time.monotonic()
+    with pytest.raises(RequestTimeoutError):
+        held.result(5)
+    assert time.monotonic() - started < 2.0
+    assert len(server.held) == 1
+
+
+def test_requests_with_different_timeouts_expire_in_deadline_order(conn: Connection) -> None:
+    slow = conn.submit(GetRouteInfoRequest(topic="t"), timeout_s=30)
+    fast = conn.submit(GetRouteInfoRequest(topic="t"), timeout_s=0.2)
+    with pytest.raises(RequestTimeoutError):
+        fast.result(5)
+    assert not slow.done()
+
+
+def test_no_server_means_timeout_not_a_hang() -> None:
+    pool = ConnectionPool()
+    try:
+        # a port nobody listens on: bind and close a service to learn a free one
+        probe = Service("probe")
+        endpoint = probe.bind_router("tcp://127.0.0.1:0")
+        probe.ctx.destroy(linger=0)
+        started = time.monotonic()
+        with pytest.raises(RequestTimeoutError):
+            pool.get(endpoint.removeprefix("tcp://")).request(PingRequest(), timeout_s=0.3)
+        assert time.monotonic() - started < 2.0
+    finally:
+        pool.close()
+    assert not io_threads()
+
+
+def test_close_fails_pending_requests_and_stops_the_thread(server: EchoServer) -> None:
+    before = len(io_threads())
+    c = Connection(server.address)
+    assert len(io_threads()) == before + 1
+    pending = c.submit(GetRouteInfoRequest(topic="t"), timeout_s=30)
+    assert expect(c.request(PingRequest()), PongReply).service == "echo"
+    c.close()
+    with pytest.raises(ConnectionFailedError):
+        pending.result(1)
+    assert len(io_threads()) == before
+    late = c.submit(PingRequest())
+    with pytest.raises(ConnectionFailedError):
+        late.result(1)
+
+
+def test_pool_shares_one_connection_per_address(server: EchoServer) -> None:
+    pool = ConnectionPool()
+    try:
+        assert pool.get(server.address) is pool.get(server.address)
+        assert expect(pool.get(server.address).request(PingRequest()), PongReply)
+    finally:
+        pool.close()
+    assert not io_threads()
+
+
+def test_oneway_requests_get_no_reply_and_do_not_block(
+    conn: Connection, server: EchoServer
+) -> None:
+    for _ in range(10):
+        conn.send_oneway(GetRouteInfoRequest(topic="t"))
+    deadline = time.monotonic() + 5
+    while len(server.held) < 10 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(server.held) == 10
+    assert all(call.oneway for call in server.held)
+
+
+def test_requests_fail_at_once_when_the_peer_goes_away() -> None:
+    srv = EchoServer()
+    srv.thread.start()
+    c = Connection(srv.address)
+    try:
+        assert expect(c.request(PingRequest()), PongReply)
+        held = c.submit(GetRouteInfoRequest(topic="t"), timeout_s=30)
+        deadline = time.monotonic() + 5
+        while not srv.held and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = time.monotonic()
+        srv.service.stop()
+        srv.thread.join(10)
+        with pytest.raises(ConnectionFailedError, match="lost"):
+            held.result(10)
+        assert time.monotonic() - started < 5
+        assert held.exception() is not None and held.exception().retriable  # type: ignore[union-attr]
+    finally:
+        c.close()
+
+
+def test_answered_requests_leave_no_deadline_state_behind(conn: Connection) -> None:
+    # every async send has its own remaining-time timeout: nothing may pile up per request
+    futures = [
+        conn.submit(GetMaxOffsetRequest(topic="t", queue_id=i), timeout_s=10 + i / 1000)
+        for i in range(5000)
+    ]
+    for f in futures:
+        f.result(15)
+    held = conn.submit(GetRouteInfoRequest(topic="t"), timeout_s=0.3)
+    with pytest.raises(RequestTimeoutError):
+        held.result(5)
+    assert len(conn._deadlines) <= 1024 + 2 * len(conn._pending)
