@@ -21,8 +21,11 @@ from ferry.runtime.launcher import start_local_cluster
 BODY = b"x" * 1024
 
 
-def produce_batches(namesrv: str, topic: str, messages: int, batch: int, threads: int) -> float:
-    per_thread = messages // threads // batch
+def produce_batches(
+    namesrv: str, topic: str, messages: int, batch: int, threads: int
+) -> tuple[float, int]:
+    """Returns (msg/s, messages stored), the warm-up batch included in the count."""
+    per_thread = max(1, messages // threads // batch)
 
     def work() -> int:
         with Producer("bench-producer", namesrv) as producer:
@@ -40,7 +43,7 @@ def produce_batches(namesrv: str, topic: str, messages: int, batch: int, threads
                 t.join()
         return per_thread * batch * threads
 
-    return timed(work)
+    return timed(work), per_thread * batch * threads + batch
 
 
 def sync_latency(namesrv: str, topic: str, count: int) -> tuple[float, float, float]:
@@ -85,8 +88,9 @@ def main() -> None:
                 topic = f"Bench{run}"
                 with Admin(namesrv) as admin:
                     admin.create_topic(topic, 4, 4)
-                produce.append(produce_batches(namesrv, topic, args.messages, 128, 4))
-                pull.append(consume(namesrv, topic, f"bench-cg-{run}", args.messages))
+                rate, stored = produce_batches(namesrv, topic, args.messages, 128, 4)
+                produce.append(rate)
+                pull.append(consume(namesrv, topic, f"bench-cg-{run}", stored))
                 p50, p99, rate = sync_latency(namesrv, f"Lat{run}", args.latency_samples)
                 p50s.append(p50)
                 p99s.append(p99)

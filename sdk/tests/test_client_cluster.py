@@ -99,11 +99,6 @@ def test_async_sends_are_batched_and_each_gets_its_own_result(cluster: LocalClus
         assert msg.keys == [f"k{msg.body.decode()[1:]}"]
 
 
-@pytest.mark.xfail(
-    reason="broker-store stamps records with its configured listenPort (10911 when the launcher "
-    "binds remoting to port 0) while remoting replies with its bound address",
-    strict=True,
-)
 def test_offset_msg_id_of_a_send_names_the_stored_record(cluster: LocalCluster) -> None:
     with Producer("pg-offset-id", cluster.namesrv_addr) as producer:
         sent = producer.send(Message("OffsetIds", b"x"))

@@ -18,8 +18,7 @@ from ferry.client.timers import Ticker
 from ferry.client.tracing import Tracing
 from ferry.client.transport import Connection, ConnectionPool
 from ferry.protocol import record
-from ferry.protocol.codes import ResponseCode
-from ferry.protocol.errors import FerryError
+from ferry.protocol.errors import IllegalStateError
 
 log = logging.getLogger("ferry.client")
 
@@ -54,6 +53,6 @@ class ClientInstance:
         self.pool.close()
 
 
-def not_started(what: str) -> FerryError:
+def not_started(what: str) -> IllegalStateError:
     """A client used before start() or after shutdown()."""
-    return FerryError(f"{what} is not started", code=ResponseCode.ILLEGAL_OPERATION)
+    return IllegalStateError(f"{what} is not started")

@@ -119,6 +119,13 @@ class BrokerNotExistError(FerryError):
 
 
 @_register
+class IllegalStateError(FerryError):
+    """An operation at the wrong time, e.g. a client used before start() or after shutdown()."""
+
+    code = ResponseCode.ILLEGAL_OPERATION
+
+
+@_register
 class GoAwayError(FerryError):
     code = ResponseCode.GO_AWAY
     default_retriable = True

@@ -302,6 +302,9 @@ class StorePutRequest(Request, frozen=True, tag="store_put"):
     topic: str
     queue_id: int
     count: int
+    # "ip:port" stamped as each record's STOREHOST (what offset message ids decode to): the
+    # remoting endpoint clients use; empty means the store's configured address
+    store_host: str = ""
 
 
 class StorePutReply(Reply, frozen=True, tag="store_put_reply"):

@@ -149,7 +149,12 @@ class SendProcessor:
                 call.fail(BrokerSystemError(f"store answered a put with {type(body).__name__}"))
 
         self._store.request(
-            StorePutRequest(topic=req.topic, queue_id=queue_id, count=req.count),
+            StorePutRequest(
+                topic=req.topic,
+                queue_id=queue_id,
+                count=req.count,
+                store_host=self._store_host,
+            ),
             on_reply,
             payload,
             timeout_s=self._put_timeout_s,

@@ -110,7 +110,7 @@ class StoreApp:
         with server_span(
             "ferry.store", "store append", call.traceparent, call.tracestate, **attributes
         ):
-            result = self.store.put(req.topic, req.queue_id, req.count, buf)
+            result = self.store.put(req.topic, req.queue_id, req.count, buf, req.store_host)
         self._publish(result.from_offset, result.next_offset)
         self._wake(req.topic, req.queue_id)
         reply = StorePutReply(

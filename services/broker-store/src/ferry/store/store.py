@@ -84,6 +84,7 @@ class MessageStore:
         self._max_record = commit_log.segment_size - record.BLANK_MIN
         self.store_host = store_host
         self._host = record.pack_host(store_host)
+        self._hosts: dict[str, bytes] = {}
         self.last_store_ms = 0
         self._written = CheckpointData()
         self._closed = False
@@ -141,8 +142,13 @@ class MessageStore:
 
     # ---- writes ----
 
-    def put(self, topic: str, queue_id: int, count: int, payload: bytes) -> PutResult:
-        """Appends `count` records for (topic, queue_id); validates all of them first."""
+    def put(
+        self, topic: str, queue_id: int, count: int, payload: bytes, store_host: str = ""
+    ) -> PutResult:
+        """Appends `count` records for (topic, queue_id); validates all of them first.
+
+        store_host ("ip:port", default the configured address) is stamped on every record.
+        """
         if count < 1:
             raise InvalidParameterError(f"count must be at least 1, not {count}")
         check_topic(topic)
@@ -152,12 +158,21 @@ class MessageStore:
         cq = self.queues.get_or_create(topic, queue_id)
         first = cq.max_offset
         store_ms = time.time_ns() // 1_000_000
+        host = self._host if not store_host else self._host_bytes(store_host)
         appended = self.log.append(
-            payload, batch.sizes, batch.flags, batch.tags, queue_id, first, store_ms, self._host
+            payload, batch.sizes, batch.flags, batch.tags, queue_id, first, store_ms, host
         )
         cq.append(appended.cq_entries, store_ms)
         self.last_store_ms = store_ms
         return PutResult(first, appended.phys_offsets, appended.from_offset, appended.next_offset)
+
+    def _host_bytes(self, host: str) -> bytes:
+        packed = self._hosts.get(host)
+        if packed is None:
+            if len(self._hosts) > 64:  # a handful of remoting endpoints at most
+                self._hosts.clear()
+            packed = self._hosts[host] = record.pack_host(host)
+        return packed
 
     # ---- reads ----
 
