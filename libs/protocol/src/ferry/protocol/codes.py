@@ -19,9 +19,14 @@ class RequestCode(IntEnum):
     SEARCH_OFFSET_BY_TIMESTAMP = 29
     GET_MAX_OFFSET = 30
     GET_MIN_OFFSET = 31
+    VIEW_MESSAGE_BY_ID = 33
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
+    CONSUMER_SEND_MSG_BACK = 36
     GET_CONSUMER_LIST_BY_GROUP = 38
+    NOTIFY_CONSUMER_IDS_CHANGED = 40
+    LOCK_BATCH_MQ = 41
+    UNLOCK_BATCH_MQ = 42
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105
@@ -29,6 +34,7 @@ class RequestCode(IntEnum):
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     GET_TOPIC_STATS_INFO = 202
     SEND_BATCH_MESSAGE = 320
+    DELETE_EXPIRED_COMMITLOG = 329
     # Ferry-only: health and the broker-internal store protocol.
     PING = 10000
     STORE_PUT = 10001
@@ -71,6 +77,7 @@ class ResponseCode(IntEnum):
     RPC_TIME_OUT = -1006
     # Ferry-only.
     BAD_FRAME = 10000
+    DISK_FULL = 10001
 
 
 class SendStatus(IntEnum):

@@ -144,6 +144,15 @@ class RequestTimeoutError(FerryError):
 
 
 @_register
+class DiskFullError(FerryError):
+    """The broker refuses writes: its disk is above the hard limit. Another broker may take
+    the message, so producers retry elsewhere."""
+
+    code = ResponseCode.DISK_FULL
+    default_retriable = True
+
+
+@_register
 class BadFrameError(FerryError):
     """A frame that could not be parsed: wrong shape, not msgpack, or missing fields."""
 

@@ -385,6 +385,80 @@ class DispatchNotice(msgspec.Struct, frozen=True, tag="dispatch", tag_field="t")
     next_offset: int
 
 
+# ---- queries, consumer coordination, retries (durable store; producers and consumers) ------
+
+
+class SearchOffsetByTimestampRequest(Request, frozen=True, tag="search_offset_by_timestamp"):
+    """The first queue offset whose message was stored at or after timestamp_ms (the max offset
+    when none was). Served by remoting and, forwarded untouched, by the store."""
+
+    code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
+    topic: str
+    queue_id: int
+    timestamp_ms: int
+
+
+class ViewMessageRequest(Request, frozen=True, tag="view_message"):
+    """One stored record by CommitLog offset (what an offset message id decodes to).
+    Served by remoting and, forwarded untouched, by the store."""
+
+    code = RequestCode.VIEW_MESSAGE_BY_ID
+    phys_offset: int
+
+
+class ViewMessageReply(Reply, frozen=True, tag="view_message_reply"):
+    """Payload: one frame holding the stored record."""
+
+    phys_offset: int
+    size: int
+
+
+class DeleteExpiredCommitLogRequest(Request, frozen=True, tag="delete_expired_commitlog"):
+    """Runs retention now instead of waiting for deleteWhen (mqadmin deleteExpiredCommitLog)."""
+
+    code = RequestCode.DELETE_EXPIRED_COMMITLOG
+
+
+class ConsumerSendMsgBackRequest(Request, frozen=True, tag="consumer_send_msg_back"):
+    """A consumer gives a message back after a failed attempt: the broker re-stores it for a
+    later retry (%RETRY%group, growing delay) or in %DLQ%group past max_reconsume_times."""
+
+    code = RequestCode.CONSUMER_SEND_MSG_BACK
+    consumer_group: str
+    phys_offset: int  # where the failed message lies in the CommitLog
+    origin_msg_id: str = ""
+    origin_topic: str = ""
+    delay_level: int = 0  # 0: the broker picks 3 + reconsume times; < 0: straight to the DLQ
+    max_reconsume_times: int = 16
+
+
+class LockBatchRequest(Request, frozen=True, tag="lock_batch_mq"):
+    """Orderly consumers lock their queues on the broker; locks expire unless renewed."""
+
+    code = RequestCode.LOCK_BATCH_MQ
+    consumer_group: str
+    client_id: str
+    queues: list[OffsetEntry]  # topic and queue_id; offset unused (0)
+
+
+class LockBatchReply(Reply, frozen=True, tag="lock_batch_mq_reply"):
+    locked: list[OffsetEntry]
+
+
+class UnlockBatchRequest(Request, frozen=True, tag="unlock_batch_mq"):
+    code = RequestCode.UNLOCK_BATCH_MQ
+    consumer_group: str
+    client_id: str
+    queues: list[OffsetEntry]
+
+
+class ConsumerIdsChangedNotice(Reply, frozen=True, tag="consumer_ids_changed"):
+    """Sent by the broker, unasked, to each member's connection (in a ReplyEnvelope with id 0)
+    when a group's members change, so they rebalance at once."""
+
+    consumer_group: str
+
+
 AnyRequest: TypeAlias = (
     PingRequest
     | RegisterBrokerRequest
@@ -410,6 +484,12 @@ AnyRequest: TypeAlias = (
     | StoreQueueOffsetsRequest
     | StoreReadLogRequest
     | StoreStatusRequest
+    | SearchOffsetByTimestampRequest
+    | ViewMessageRequest
+    | DeleteExpiredCommitLogRequest
+    | ConsumerSendMsgBackRequest
+    | LockBatchRequest
+    | UnlockBatchRequest
 )
 
 AnyReply: TypeAlias = (
@@ -432,6 +512,9 @@ AnyReply: TypeAlias = (
     | StoreQueueOffsetsReply
     | StoreReadLogReply
     | StoreStatusReply
+    | ViewMessageReply
+    | LockBatchReply
+    | ConsumerIdsChangedNotice
 )
 
 
