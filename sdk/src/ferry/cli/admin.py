@@ -31,7 +31,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 @contextmanager
-def _admin(namesrv: str) -> Iterator[Admin]:
+def admin_session(namesrv: str) -> Iterator[Admin]:
     try:
         with Admin(namesrv) as admin:
             yield admin
@@ -56,7 +56,7 @@ def update_topic(
     """Create or update a topic on a broker (-b) or on every broker of a cluster (-c)."""
     if not cluster and not broker:
         cluster = "DefaultCluster"
-    with _admin(namesrv) as admin:
+    with admin_session(namesrv) as admin:
         done = admin.create_topic(
             topic, read_queues, write_queues, perm, cluster=cluster, broker_addr=broker
         )
@@ -73,7 +73,7 @@ def update_topic(
 @app.command("topicList")
 def topic_list(namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False) -> None:
     """List every topic the name servers know."""
-    with _admin(namesrv) as admin:
+    with admin_session(namesrv) as admin:
         topics = sorted(admin.topic_list())
     if json:
         print_json(topics)
@@ -84,7 +84,7 @@ def topic_list(namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False) -> None:
 @app.command("topicRoute")
 def topic_route(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False) -> None:
     """Show a topic's brokers and queues."""
-    with _admin(namesrv) as admin:
+    with admin_session(namesrv) as admin:
         route = admin.topic_route(topic)
     if json:
         print_json(route)
@@ -113,7 +113,7 @@ def topic_route(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = F
 @app.command("topicStatus")
 def topic_status(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False) -> None:
     """Min and max offset of each queue of a topic."""
-    with _admin(namesrv) as admin:
+    with admin_session(namesrv) as admin:
         stats = admin.topic_stats(topic)
     if json:
         print_json(stats)
@@ -133,7 +133,7 @@ def topic_status(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = 
 @app.command("clusterList")
 def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False) -> None:
     """Clusters, their broker groups and addresses."""
-    with _admin(namesrv) as admin:
+    with admin_session(namesrv) as admin:
         info = admin.cluster_info()
     if json:
         print_json(info)

@@ -6,7 +6,11 @@ import sys
 
 import typer
 
-from ferry.cli import admin, dev
+from ferry.cli import (
+    admin,
+    admin_messages,  # noqa: F401  (registers its commands on admin.app)
+    dev,
+)
 from ferry.cli.groups import CaseInsensitiveGroup
 from ferry.cli.serve import serve
 

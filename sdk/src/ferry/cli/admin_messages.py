@@ -1,0 +1,304 @@
+"""mqadmin's message and consumer commands: sendMessage, consumeMessage, checkMsgSendRT,
+printMsgByQueue, queryMsgByOffset, consumerProgress, brokerStatus, topicClusterList."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Annotated
+
+import typer
+from rich.progress import Progress
+
+from ferry.cli.admin import DEFAULT_NAMESRV, Json, Namesrv, Topic, admin_session, app
+from ferry.cli.output import fail, print_json, print_table
+from ferry.client import (
+    ConsumeFromWhere,
+    Message,
+    MessageExt,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+)
+from ferry.protocol.errors import FerryError
+
+TOOLS_GROUP = "TOOLS_CONSUMER"  # RocketMQ's name for mqadmin's own reads; it never commits
+PREVIEW = 64
+
+
+def _preview(body: bytes) -> str:
+    text = body[:PREVIEW].decode("utf-8", errors="replace")
+    return text + ("…" if len(body) > PREVIEW else "")
+
+
+def _message_rows(msgs: list[MessageExt]) -> list[tuple[object, ...]]:
+    return [
+        (
+            m.queue.broker_name,
+            m.queue.queue_id,
+            m.queue_offset,
+            m.msg_id,
+            m.tags or "",
+            " ".join(m.keys),
+            len(m.body),
+            _preview(m.body),
+        )
+        for m in msgs
+    ]
+
+
+MESSAGE_COLUMNS = ["broker", "queue", "offset", "msg id", "tags", "keys", "size", "body"]
+
+
+def _message_json(m: MessageExt) -> dict[str, object]:
+    return {
+        "topic": m.topic,
+        "broker": m.queue.broker_name,
+        "queue_id": m.queue.queue_id,
+        "queue_offset": m.queue_offset,
+        "msg_id": m.msg_id,
+        "offset_msg_id": m.offset_msg_id,
+        "tags": m.tags,
+        "keys": m.keys,
+        "properties": m.properties,
+        "born_timestamp": m.born_timestamp,
+        "store_timestamp": m.store_timestamp,
+        "body": m.body.decode("utf-8", errors="replace"),
+    }
+
+
+@app.command("sendMessage")
+def send_message(
+    topic: Topic,
+    body: Annotated[str, typer.Option("-p", "--body", help="message body (utf-8)")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    tags: Annotated[str | None, typer.Option("-c", "--tags")] = None,
+    keys: Annotated[str | None, typer.Option("-k", "--keys", help="space-separated")] = None,
+    json: Json = False,
+) -> None:
+    """Send one message and print where it was stored."""
+    try:
+        with Producer("TOOLS_PRODUCER", namesrv) as producer:
+            result = producer.send(
+                Message(topic, body.encode(), tags=tags, keys=keys.split() if keys else None)
+            )
+    except FerryError as err:
+        fail(str(err))
+        raise typer.Exit(1) from None
+    row = {
+        "status": result.status.name,
+        "msg_id": result.msg_id,
+        "offset_msg_id": result.offset_msg_id,
+        "broker": result.queue.broker_name,
+        "queue_id": result.queue.queue_id,
+        "queue_offset": result.queue_offset,
+    }
+    if json:
+        print_json(row)
+        return
+    print_table(f"sent to {topic}", list(row), [list(row.values())])
+
+
+def _read(consumer: PullConsumer, want: int, idle_s: float) -> list[MessageExt]:
+    got: list[MessageExt] = []
+    while len(got) < want:
+        batch = consumer.poll(timeout=idle_s)
+        if not batch:
+            break
+        got.extend(batch)
+    return got[:want]
+
+
+@app.command("consumeMessage")
+def consume_message(
+    topic: Topic,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    count: Annotated[int, typer.Option("-c", "--count", help="at most this many")] = 32,
+    wait: Annotated[float, typer.Option("--wait", help="seconds to wait for more")] = 2.0,
+    json: Json = False,
+) -> None:
+    """Read messages of a topic from the beginning, without committing any offset."""
+    try:
+        with PullConsumer(
+            TOOLS_GROUP, namesrv, ConsumeFromWhere.FIRST_OFFSET, auto_commit=False
+        ) as consumer:
+            with admin_session(namesrv) as admin:
+                queues = admin.queues(topic)
+            consumer.assign(queues)
+            for q in queues:
+                consumer.seek(q, 0)
+            msgs = _read(consumer, count, wait)
+    except FerryError as err:
+        fail(str(err))
+        raise typer.Exit(1) from None
+    if json:
+        print_json([_message_json(m) for m in msgs])
+        return
+    print_table(f"{len(msgs)} messages of {topic}", MESSAGE_COLUMNS, _message_rows(msgs))
+
+
+@app.command("printMsgByQueue")
+def print_msg_by_queue(
+    topic: Topic,
+    broker: Annotated[str, typer.Option("-b", "--broker-name")],
+    queue_id: Annotated[int, typer.Option("-i", "--queue-id")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    begin: Annotated[int, typer.Option("-o", "--offset", help="first queue offset")] = 0,
+    count: Annotated[int, typer.Option("-c", "--count")] = 32,
+    json: Json = False,
+) -> None:
+    """Print one queue's messages from an offset."""
+    queue = MessageQueue(topic, broker, queue_id)
+    try:
+        with PullConsumer(TOOLS_GROUP, namesrv, auto_commit=False) as consumer:
+            consumer.assign([queue])
+            consumer.seek(queue, begin)
+            msgs = _read(consumer, count, 1.0)
+    except FerryError as err:
+        fail(str(err))
+        raise typer.Exit(1) from None
+    if json:
+        print_json([_message_json(m) for m in msgs])
+        return
+    print_table(f"{queue} from offset {begin}", MESSAGE_COLUMNS, _message_rows(msgs))
+
+
+@app.command("queryMsgByOffset")
+def query_msg_by_offset(
+    topic: Topic,
+    broker: Annotated[str, typer.Option("-b", "--broker-name")],
+    queue_id: Annotated[int, typer.Option("-i", "--queue-id")],
+    offset: Annotated[int, typer.Option("-o", "--offset")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    json: Json = False,
+) -> None:
+    """Show the message at one queue offset."""
+    queue = MessageQueue(topic, broker, queue_id)
+    try:
+        with PullConsumer(TOOLS_GROUP, namesrv, auto_commit=False) as consumer:
+            consumer.assign([queue])
+            consumer.seek(queue, offset)
+            msgs = [m for m in _read(consumer, 1, 1.0) if m.queue_offset == offset]
+    except FerryError as err:
+        fail(str(err))
+        raise typer.Exit(1) from None
+    if not msgs:
+        fail(f"no message at {queue} offset {offset}")
+        raise typer.Exit(1)
+    if json:
+        print_json(_message_json(msgs[0]))
+        return
+    info = _message_json(msgs[0])
+    print_table(
+        f"message at {queue} offset {offset}", ["field", "value"], [(k, v) for k, v in info.items()]
+    )
+
+
+@app.command("checkMsgSendRT")
+def check_msg_send_rt(
+    topic: Topic,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    amount: Annotated[int, typer.Option("-a", "--amount")] = 100,
+    size: Annotated[int, typer.Option("-s", "--size", help="body bytes")] = 128,
+    json: Json = False,
+) -> None:
+    """Send messages one by one and report the send round-trip times."""
+    times_ms: list[float] = []
+    try:
+        with Producer("TOOLS_PRODUCER", namesrv) as producer, Progress(transient=True) as bar:
+            task = bar.add_task("sending", total=amount)
+            body = b"x" * size
+            for _ in range(amount):
+                started = time.perf_counter()
+                producer.send(Message(topic, body))
+                times_ms.append((time.perf_counter() - started) * 1000)
+                bar.advance(task)
+    except FerryError as err:
+        fail(str(err))
+        raise typer.Exit(1) from None
+    ordered = sorted(times_ms)
+    stats = {
+        "count": len(ordered),
+        "avg_ms": round(statistics.fmean(ordered), 3),
+        "p50_ms": round(ordered[len(ordered) // 2], 3),
+        "p99_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 3),
+        "max_ms": round(ordered[-1], 3),
+    }
+    if json:
+        print_json(stats)
+        return
+    print_table(f"send RT to {topic}, {size} B bodies", list(stats), [list(stats.values())])
+
+
+@app.command("consumerProgress")
+def consumer_progress(
+    group: Annotated[str, typer.Option("-g", "--group")],
+    topic: Topic,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    json: Json = False,
+) -> None:
+    """Per queue: broker offset, the group's committed offset and the lag between them."""
+    rows = []
+    with admin_session(namesrv) as admin:
+        for q in admin.queues(topic):
+            broker_offset = admin.max_offset(q)
+            committed = admin.consumer_offset(group, q)
+            lag = broker_offset - committed if committed is not None else None
+            rows.append(
+                (
+                    q.broker_name,
+                    q.queue_id,
+                    broker_offset,
+                    committed if committed is not None else "-",
+                    lag if lag is not None else "-",
+                )
+            )
+    if json:
+        print_json(
+            [
+                dict(
+                    zip(
+                        ["broker", "queue", "broker_offset", "consumer_offset", "lag"],
+                        r,
+                        strict=True,
+                    )
+                )
+                for r in rows
+            ]
+        )
+        return
+    total = sum(r[4] for r in rows if isinstance(r[4], int))
+    print_table(
+        f"progress of {group} on {topic} (total lag {total})",
+        ["broker", "queue", "broker offset", "consumer offset", "lag"],
+        rows,
+    )
+
+
+@app.command("brokerStatus")
+def broker_status(
+    broker_addr: Annotated[str, typer.Option("-b", "--broker-addr")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    json: Json = False,
+) -> None:
+    """A broker's runtime figures."""
+    with admin_session(namesrv) as admin:
+        info = admin.broker_runtime_info(broker_addr)
+    if json:
+        print_json(info)
+        return
+    print_table(f"broker {broker_addr}", ["key", "value"], sorted(info.items()))
+
+
+@app.command("topicClusterList")
+def topic_cluster_list(
+    topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False
+) -> None:
+    """The clusters that host a topic."""
+    with admin_session(namesrv) as admin:
+        route = admin.topic_route(topic)
+    clusters = sorted({b.cluster for b in route.broker_datas})
+    if json:
+        print_json(clusters)
+        return
+    print_table(f"clusters hosting {topic}", ["cluster"], [(c,) for c in clusters])

@@ -1,0 +1,107 @@
+"""mqadmin's message and consumer commands against a real cluster."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from itest_support import Cluster
+
+from ferry.client import ConsumeFromWhere, Message, Producer, PullConsumer
+
+FERRY = str(Path(sys.executable).parent / "ferry")
+
+
+def admin(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [FERRY, "admin", *args, "-n", cluster.namesrv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def admin_json(cluster: Cluster, *args: str) -> object:
+    done = admin(cluster, *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_send_then_read_back_with_every_message_command(cluster: Cluster) -> None:
+    sent = admin_json(
+        cluster, "sendMessage", "-t", "CliMsgs", "-p", "hello cli", "-c", "TagX", "-k", "k1 k2"
+    )
+    assert isinstance(sent, dict)
+    assert sent["status"] == "SEND_OK"
+    read = admin_json(cluster, "consumeMessage", "-t", "CliMsgs", "-c", "5", "--wait", "1")
+    assert isinstance(read, list)
+    assert [(m["body"], m["tags"], m["keys"]) for m in read] == [
+        ("hello cli", "TagX", ["k1", "k2"])
+    ]
+    assert read[0]["msg_id"] == sent["msg_id"]
+    broker, queue = sent["broker"], str(sent["queue_id"])
+    by_queue = admin_json(cluster, "printMsgByQueue", "-t", "CliMsgs", "-b", broker, "-i", queue)
+    assert isinstance(by_queue, list)
+    assert [m["msg_id"] for m in by_queue] == [sent["msg_id"]]
+    one = admin_json(
+        cluster,
+        "queryMsgByOffset",
+        "-t",
+        "CliMsgs",
+        "-b",
+        broker,
+        "-i",
+        queue,
+        "-o",
+        str(sent["queue_offset"]),
+    )
+    assert isinstance(one, dict)
+    assert one["offset_msg_id"] == sent["offset_msg_id"]
+    missing = admin(
+        cluster, "queryMsgByOffset", "-t", "CliMsgs", "-b", broker, "-i", queue, "-o", "99"
+    )
+    assert missing.returncode == 1
+    # mqadmin's own reads never commit: a real group still starts at its own position
+    progress = admin_json(cluster, "consumerProgress", "-g", "TOOLS_CONSUMER", "-t", "CliMsgs")
+    assert isinstance(progress, list)
+    assert all(row["consumer_offset"] == "-" for row in progress)
+
+
+def test_consumer_progress_shows_lag_per_queue(cluster: Cluster) -> None:
+    with Producer("pg-lag", cluster.namesrv) as producer:
+        for i in range(12):
+            producer.send(Message("LagTopic", f"m{i}".encode()))
+    with PullConsumer(
+        "cg-lag", cluster.namesrv, ConsumeFromWhere.FIRST_OFFSET, auto_commit=False
+    ) as consumer:
+        consumer.subscribe("LagTopic")
+        got = []
+        while len(got) < 5:
+            got += consumer.poll(timeout=2.0)
+        consumer.commit()
+    rows = admin_json(cluster, "consumerProgress", "-g", "cg-lag", "-t", "LagTopic")
+    assert isinstance(rows, list)
+    assert sum(r["broker_offset"] for r in rows) == 12
+    committed = sum(r["consumer_offset"] for r in rows if isinstance(r["consumer_offset"], int))
+    assert committed == len(got)
+    lag = sum(r["lag"] for r in rows if isinstance(r["lag"], int))
+    never_read = sum(r["broker_offset"] for r in rows if r["consumer_offset"] == "-")
+    assert committed + lag + never_read == 12
+
+
+def test_send_rt_status_and_cluster_commands(cluster: Cluster) -> None:
+    rt = admin_json(cluster, "checkMsgSendRT", "-t", "RtTopic", "-a", "20", "-s", "64")
+    assert isinstance(rt, dict)
+    assert rt["count"] == 20
+    assert 0 < rt["p50_ms"] <= rt["max_ms"]
+    status = admin_json(cluster, "brokerStatus", "-b", cluster.broker_addr)
+    assert isinstance(status, dict)
+    assert status
+    clusters = admin_json(cluster, "topicClusterList", "-t", "RtTopic")
+    assert clusters == ["DefaultCluster"]
+    human = admin(cluster, "consumerprogress", "-g", "nobody", "-t", "RtTopic")
+    assert human.returncode == 0, human.stderr
+    assert "total lag" in human.stdout
