@@ -124,3 +124,37 @@ def server_span(
     if not _state["enabled"]:
         return nullcontext()
     return _span(tracer_name, name, context_from(traceparent, tracestate), kind, attributes)
+
+
+def open_span(
+    tracer_name: str,
+    name: str,
+    traceparent: str,
+    tracestate: str = "",
+    kind: trace.SpanKind = trace.SpanKind.SERVER,
+    **attributes: Any,
+) -> trace.Span | None:
+    """A span that outlives the handler (ended with end_span when the reply comes back from
+    another service), continuing the caller's trace; None when tracing is off."""
+    if not _state["enabled"]:
+        return None
+    tracer = trace.get_tracer(tracer_name)
+    return tracer.start_span(
+        name, context=context_from(traceparent, tracestate), kind=kind, attributes=dict(attributes)
+    )
+
+
+def traceparent_of(span: trace.Span) -> tuple[str, str]:
+    """The W3C context that makes `span` the parent of the next hop."""
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier, context=trace.set_span_in_context(span))
+    return carrier.get("traceparent", ""), carrier.get("tracestate", "")
+
+
+def end_span(span: trace.Span | None, error_type: str = "") -> None:
+    if span is None:
+        return
+    if error_type:
+        span.set_attribute("error.type", error_type)
+        span.set_status(trace.Status(trace.StatusCode.ERROR))
+    span.end()

@@ -86,10 +86,15 @@ class SendProcessor:
         }
         if req.count > 1:
             attributes["messaging.batch.message_count"] = req.count
-        with telemetry.server_span(
+        # the span lasts until the store answers, so it shows the whole broker-side time
+        span = telemetry.open_span(
             TRACER, f"send {req.topic}", call.traceparent, call.tracestate, **attributes
-        ) as span:
+        )
+        try:
             self._send(req, call, span)
+        except Exception as exc:
+            telemetry.end_span(span, type(exc).__name__)
+            raise
 
     def _send(self, req: SendMessageRequest, call: Call, span: Span | None) -> None:
         topic = self._topics.get(req.topic)
@@ -125,11 +130,14 @@ class SendProcessor:
         queue_id = self._pick_queue(req, topic)
         if span is not None:
             span.set_attribute("messaging.destination.partition.id", str(queue_id))
-            traceparent, tracestate = telemetry.current_traceparent()
+            traceparent, tracestate = telemetry.traceparent_of(span)
         else:
             traceparent, tracestate = call.traceparent, call.tracestate
 
         def on_reply(body: AnyReply, _frames: list[Any]) -> None:
+            if span is not None:
+                error = f"{body.code}" if isinstance(body, ErrorReply) else ""
+                telemetry.end_span(span, error)
             if isinstance(body, StorePutReply):
                 self._stats.put_requests += 1
                 self._stats.put_messages += len(body.phys_offsets)
