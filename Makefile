@@ -3,7 +3,7 @@ PYTHON ?= python3
 UV := $(PYTHON) -m uv
 RUN := $(UV) run --frozen --all-packages
 
-.PHONY: install up test lint fmt bench clean
+.PHONY: install up test lint fmt bench clean images
 
 install:
 	@$(PYTHON) -m uv --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check uv
@@ -21,7 +21,13 @@ fmt: install
 	$(RUN) ruff format .
 	$(RUN) ruff check --fix .
 
+# Docker images for deploy/docker-compose.yml, built without any registry (deploy/README.md);
+# reused when nothing changed. `make test` builds them too when a Docker engine answers.
+images: install
+	$(PYTHON) deploy/build_images.py
+
 test: lint
+	$(PYTHON) deploy/build_images.py --if-docker
 	$(RUN) pytest
 
 bench: install

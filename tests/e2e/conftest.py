@@ -1,0 +1,256 @@
+"""Fixtures for the end-to-end tests: deploy/docker-compose.yml started for real.
+
+The stack runs as its own compose project on free ports, with the image that
+deploy/build_images.py keeps current (`make images` makes the base and downloads the wheels
+once; here it only rebuilds Ferry's layer if the code changed). Everything the project
+created (containers, network, volumes) is removed afterwards, also when a test fails; stacks
+left by an earlier run that was killed are removed at the start.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from itest_support import Cluster, start_cluster, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "deploy" / "docker-compose.yml"
+BUILD_SCRIPT = ROOT / "deploy" / "build_images.py"
+E2E_CONF = Path(__file__).resolve().parent / "broker-e2e.conf"
+PROJECT_PREFIX = "ferry-e2e-"
+# A loopback address other than the default, to show that clients follow BROKER_IP1.
+ADVERTISED_HOST = "127.0.0.2"
+SERVICES = ("namesrv", "broker-store", "broker-remoting")
+
+
+def _run(args: list[str], timeout: float = 120.0, env: Mapping[str, str] | None = None) -> str:
+    done = subprocess.run(
+        args, capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+    if done.returncode != 0:
+        pytest.fail(f"`{' '.join(args)}` failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def _pair(line: str) -> tuple[str, str]:
+    key, _, value = line.strip().partition(" ")
+    return key, value
+
+
+def docker_problem() -> str:
+    """'' when a Docker engine answers, else why the e2e tests cannot run."""
+    if shutil.which("docker") is None:
+        return "the docker command is not installed"
+    try:
+        done = subprocess.run(
+            ["docker", "version", "--format", "{{.Server.Version}}"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return "the Docker engine did not answer within 20 s"
+    if done.returncode != 0 or not done.stdout.strip():
+        return f"no Docker engine answers: {done.stderr.strip()}"
+    return ""
+
+
+def compose_command() -> list[str]:
+    """Compose v2 (`docker compose`) where installed, else Debian's docker-compose v1."""
+    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
+    if probe.returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    pytest.fail("a Docker engine answers but neither `docker compose` nor docker-compose exists")
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ComposeStack:
+    """One compose project of deploy/docker-compose.yml, driven through the compose CLI."""
+
+    compose: list[str]
+    project: str
+    settings: dict[str, str]
+    env: dict[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.env = {**os.environ, **self.settings}
+
+    @property
+    def namesrv(self) -> str:
+        return f"{self.settings['PUBLISH_HOST']}:{self.settings['NAMESRV_PORT']}"
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.settings['BROKER_IP1']}:{self.settings['BROKER_PORT']}"
+
+    def run(self, *args: str, timeout: float = 120.0) -> str:
+        command = [*self.compose, "-p", self.project, "-f", str(COMPOSE_FILE), *args]
+        return _run(command, timeout, self.env)
+
+    def up(self) -> None:
+        """Starts (or re-creates) every service and waits until all of them are healthy."""
+        self.run("up", "-d")
+        self.wait_healthy()
+
+    def down(self, volumes: bool) -> None:
+        self.run("down", "--remove-orphans", "--timeout", "10", *(["-v"] if volumes else []))
+
+    def containers(self) -> dict[str, str]:
+        """Service name -> container id, stopped containers included."""
+        listed = _run(
+            ["docker", "ps", "-a", "--filter", f"label=com.docker.compose.project={self.project}",
+             "--format", '{{.Label "com.docker.compose.service"}} {{.ID}}'],
+        )  # fmt: skip
+        return dict(_pair(line) for line in listed.splitlines() if line.strip())
+
+    def container(self, service: str) -> str:
+        cid = self.containers().get(service)
+        if cid is None:
+            pytest.fail(f"no container for {service} in {self.project}")
+        return cid
+
+    def kill(self, service: str) -> None:
+        """SIGKILL to the service's container, which stays stopped (a container killed through
+        Docker is not restarted by its restart policy)."""
+        _run(["docker", "kill", "--signal", "KILL", self.container(service)])
+
+    def start(self, service: str) -> None:
+        """Starts the same container again (same volumes) and waits for the stack's health."""
+        _run(["docker", "start", self.container(service)])
+        self.wait_healthy()
+
+    def health(self) -> dict[str, str]:
+        """Service -> healthy, starting, unhealthy, or the state of a stopped container."""
+        ids = self.containers()
+        out = dict.fromkeys(SERVICES, "missing")
+        if ids:
+            template = (
+                '{{index .Config.Labels "com.docker.compose.service"}} '
+                "{{if .State.Running}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}"
+            )
+            listed = _run(["docker", "inspect", "--format", template, *ids.values()])
+            out.update(_pair(line) for line in listed.splitlines() if line.strip())
+        return out
+
+    def wait_healthy(self, timeout: float = 90.0) -> None:
+        last: dict[str, str] = {}
+
+        def all_healthy() -> bool:
+            last.update(self.health())
+            return all(state == "healthy" for state in last.values())
+
+        try:
+            wait_for(all_healthy, timeout, "every container to be healthy")
+        except pytest.fail.Exception:
+            pytest.fail(f"not healthy: {last}\n{self.logs()}")
+
+    def logs(self, service: str = "") -> str:
+        done = subprocess.run(
+            [*self.compose, "-p", self.project, "-f", str(COMPOSE_FILE), "logs", "--no-color"]
+            + ([service] if service else []),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=self.env,
+            check=False,
+        )
+        return done.stdout[-6000:]
+
+
+def remove_abandoned_stacks(compose: list[str]) -> None:
+    """Stacks whose pytest process is gone (killed before its teardown ran)."""
+    listed = _run(
+        ["docker", "ps", "-a", "--filter", "label=com.docker.compose.project",
+         "--format", '{{.Label "com.docker.compose.project"}}'],
+    )  # fmt: skip
+    for project in sorted(set(listed.split())):
+        if not project.startswith(PROJECT_PREFIX):
+            continue
+        pid = project[len(PROJECT_PREFIX) :].split("-")[0]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            subprocess.run(
+                [*compose, "-p", project, "-f", str(COMPOSE_FILE), "down", "-v", "-t", "1"],
+                capture_output=True,
+                timeout=120,
+                check=False,
+            )
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> None:
+    problem = docker_problem()
+    if problem:
+        pytest.skip(f"e2e tests need a Docker engine: {problem}")
+
+
+@pytest.fixture(scope="session")
+def ferry_image(docker_engine: None) -> str:
+    """Brings the image up to date from the cached base and wheels (a few seconds when only
+    Ferry's code changed); fails, asking for `make images`, when those are not there yet."""
+    done = subprocess.run(
+        [sys.executable, str(BUILD_SCRIPT), "--offline"],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"the Ferry image is not ready:\n{done.stdout}{done.stderr}")
+    return os.environ.get("FERRY_IMAGE", "ferry:latest")
+
+
+@pytest.fixture(scope="module")
+def stack(ferry_image: str) -> Iterator[ComposeStack]:
+    compose = compose_command()
+    remove_abandoned_stacks(compose)
+    settings = {
+        "FERRY_IMAGE": ferry_image,
+        "BROKER_IP1": ADVERTISED_HOST,
+        "PUBLISH_HOST": ADVERTISED_HOST,
+        "BROKER_PORT": str(free_port(ADVERTISED_HOST)),
+        "NAMESRV_PORT": str(free_port(ADVERTISED_HOST)),
+        "BROKER_CONF": str(E2E_CONF),
+    }
+    project = f"{PROJECT_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    s = ComposeStack(compose, project, settings)
+    try:
+        s.up()
+        yield s
+    finally:
+        s.down(volumes=True)
+
+
+@pytest.fixture
+def running(stack: ComposeStack) -> ComposeStack:
+    """The module's stack, with every service up again if an earlier test left one stopped."""
+    if any(state != "healthy" for state in stack.health().values()):
+        stack.up()
+    return stack
+
+
+@pytest.fixture
+def local_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """A name server and broker group as local processes (as in tests/integration)."""
+    cluster = start_cluster(tmp_path)
+    try:
+        yield cluster
+    finally:
+        cluster.local.stop()
