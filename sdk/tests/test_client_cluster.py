@@ -17,11 +17,13 @@ from ferry.client import (
     Admin,
     ConnectionFailedError,
     ConsumeFromWhere,
+    ConsumeResult,
     Message,
     MessageExt,
     MessageQueue,
     Producer,
     PullConsumer,
+    PushConsumer,
     RequestTimeoutError,
     SendStatus,
 )
@@ -29,6 +31,8 @@ from ferry.protocol.record import decode_offset_msg_id
 from ferry.runtime.launcher import LocalCluster, start_broker_services, start_local_cluster
 
 pytestmark = pytest.mark.integration
+
+FIRST = ConsumeFromWhere.FIRST_OFFSET
 
 
 @pytest.fixture(scope="module")
@@ -234,9 +238,8 @@ def test_a_live_consumer_and_producer_carry_on_after_a_broker_restart(tmp_path: 
             producer.send(Message("Restarted", b"before"))
             assert [m.body for m in drain(c, 1)] == [b"before"]
             port = int(local.broker_addr.rsplit(":", 1)[1])
-            for name in ("broker-remoting", "broker-store"):
-                process = local.get(name)
-                process.stop()
+            for process in [p for p in local.processes if p.name != "namesrv"][::-1]:
+                process.stop()  # the broker group, whatever services it has
                 local.processes.remove(process)
             start_broker_services(
                 local, str(tmp_path / "broker-a"), namesrv_addr=local.namesrv_addr, broker_port=port
@@ -259,19 +262,19 @@ def _try_send(producer: Producer, msg: Message) -> bool:
         return False
 
 
-def test_a_dead_name_server_in_the_list_is_skipped(cluster: LocalCluster) -> None:
+def test_a_dead_name_server_in_the_list_is_skipped_without_waiting_out_the_timeout(
+    cluster: LocalCluster,
+) -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{probe.getsockname()[1]}"
-    with Admin(f"{dead};{cluster.namesrv_addr}", timeout_ms=300) as admin:
+    with Admin(f"{dead};{cluster.namesrv_addr}", timeout_ms=3000) as admin:
         started = time.monotonic()
         assert "TBW102" in admin.topic_list()
         first = time.monotonic() - started
-        started = time.monotonic()
         assert admin.cluster_info().clusters == {"DefaultCluster": ["broker-a"]}
-        second = time.monotonic() - started
-    assert first >= 0.3  # waited for the dead one once
-    assert second < 0.3  # then stayed with the one that answered
+    # the refused connection failed the request at once: far less than its 3 s timeout
+    assert first < 1.5
 
 
 def test_clients_leave_no_thread_behind(cluster: LocalCluster) -> None:
@@ -281,7 +284,19 @@ def test_clients_leave_no_thread_behind(cluster: LocalCluster) -> None:
         Admin(cluster.namesrv_addr) as admin,
     ):
         consumer.subscribe("Threads")
+        pushed: list[MessageExt] = []
+        push = PushConsumer("cg-threads-push", cluster.namesrv_addr, consume_from=FIRST)
+        push.subscribe("Threads")
+
+        def listen(msgs: list[MessageExt]) -> ConsumeResult:
+            pushed.extend(msgs)
+            return ConsumeResult.SUCCESS
+
+        push.register_listener(listen)
+        push.start()
         producer.send(Message("Threads", b"x"))
+        assert wait_for(lambda: pushed, 15), "the push consumer got nothing"
+        push.shutdown()
         producer.send_async(Message("Threads", b"y")).result(5)
         admin.topic_list()
         assert any(t.name.startswith("ferry-") for t in threading.enumerate())

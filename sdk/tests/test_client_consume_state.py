@@ -123,3 +123,18 @@ def test_commit_entries_group_moved_offsets_by_broker() -> None:
     entries = commit_entries([a0, a1, b1, unresolved])
     assert list(entries) == ["broker-a"]
     assert offset_entries(entries["broker-a"]) == [OffsetEntry("t", 0, 10), OffsetEntry("u", 3, 7)]
+
+
+def test_batches_of_a_paused_queue_wait_in_place_while_others_are_taken() -> None:
+    paused, running = QueueState.create(QA), QueueState.create(QB)
+    buf = PullBuffer()
+    buf.add(batch(paused, 5, 5))
+    buf.add(batch(running, 5, 5))
+    buf.add(batch(paused, 5, 10))
+    paused.paused = True
+    assert [b.state for b in buf.take(100)] == [running]
+    assert not buf.ready()
+    assert paused.buffered == 10
+    paused.paused = False
+    assert buf.ready()
+    assert [b.next_begin_offset for b in buf.take(100)] == [5, 10]  # still in order

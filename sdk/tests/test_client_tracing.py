@@ -117,3 +117,25 @@ def test_instrumentation_errors_never_escape(tracing: Tracing) -> None:
     span = tracing.start_send("t", [Message("t", b"x")], ["ID"])
     tracing.inject(span, Frozen())
     tracing.end(span)
+
+
+def test_process_span_links_to_the_producer_and_records_the_verdict(
+    tracing: Tracing, exporter: InMemorySpanExporter
+) -> None:
+    send = tracing.start_send("orders", [Message("orders", b"x")], ["MSGID"])
+    props: dict[str, str] = {}
+    tracing.inject(send, props)
+    tracing.end(send)
+    msg = MessageExt("orders", b"x", properties=props, msg_id="MSGID", reconsume_times=2)
+    span = tracing.start_process("cg", [msg], "CLUSTERING")
+    assert span is not None
+    tracing.end(span, RuntimeError("listener failed"))
+    sent, processed = exporter.get_finished_spans()
+    assert processed.name == "process orders"
+    assert processed.kind == trace.SpanKind.CONSUMER
+    attrs = dict(processed.attributes or {})
+    assert attrs["messaging.operation.type"] == "process"
+    assert attrs["messaging.consumer.group.name"] == "cg"
+    assert attrs["messaging.rocketmq.message.reconsume_times"] == 2
+    assert attrs["error.type"] == "RuntimeError"
+    assert [link.context.span_id for link in processed.links] == [sent.context.span_id]

@@ -17,9 +17,13 @@ from ferry.protocol.errors import (
     TopicNotExistError,
 )
 from ferry.protocol.messages import (
+    AnyReply,
+    ConsumerIdsChangedNotice,
     GetMaxOffsetRequest,
     GetRouteInfoRequest,
+    HeartbeatRequest,
     OffsetReply,
+    OkReply,
     PingRequest,
     PongReply,
     SendMessageReply,
@@ -38,6 +42,7 @@ class EchoServer:
         self.service.on(GetMaxOffsetRequest, self._max_offset)
         self.service.on(GetRouteInfoRequest, self._hold)
         self.service.on(SendMessageRequest, self._send)
+        self.service.on(HeartbeatRequest, self._heartbeat)
         self.endpoint = self.service.bind_router("tcp://127.0.0.1:0")
         self.address = self.endpoint.removeprefix("tcp://")
         self.thread = threading.Thread(
@@ -50,6 +55,14 @@ class EchoServer:
         if req.topic == "illegal":
             raise MessageIllegalError("bad message")
         return OffsetReply(offset=req.queue_id * 7)
+
+    def _heartbeat(self, req: HeartbeatRequest, call: Call) -> OkReply:
+        """Answers, then sends a notice unasked, as a broker does when a group changes."""
+        notice = ConsumerIdsChangedNotice(consumer_group=req.client_id)
+        self.service.later(
+            0, lambda: self.service.send_reply(call._socket, call.routing, 0, notice)
+        )
+        return OkReply()
 
     def _hold(self, _req: GetRouteInfoRequest, call: Call) -> None:
         self.held.append(call)
@@ -153,7 +166,7 @@ def test_requests_with_different_timeouts_expire_in_deadline_order(conn: Connect
     assert not slow.done()
 
 
-def test_no_server_means_timeout_not_a_hang() -> None:
+def test_no_server_means_a_quick_failure_not_a_hang() -> None:
     pool = ConnectionPool()
     try:
         # a port nobody listens on: bind and close a service to learn a free one
@@ -161,8 +174,9 @@ def test_no_server_means_timeout_not_a_hang() -> None:
         endpoint = probe.bind_router("tcp://127.0.0.1:0")
         probe.ctx.destroy(linger=0)
         started = time.monotonic()
-        with pytest.raises(RequestTimeoutError):
-            pool.get(endpoint.removeprefix("tcp://")).request(PingRequest(), timeout_s=0.3)
+        with pytest.raises(ConnectionFailedError):
+            pool.get(endpoint.removeprefix("tcp://")).request(PingRequest(), timeout_s=10)
+        # the refused connection failed it, long before its timeout
         assert time.monotonic() - started < 2.0
     finally:
         pool.close()
@@ -223,6 +237,49 @@ def test_requests_fail_at_once_when_the_peer_goes_away() -> None:
             held.result(10)
         assert time.monotonic() - started < 5
         assert held.exception() is not None and held.exception().retriable  # type: ignore[union-attr]
+    finally:
+        c.close()
+
+
+def test_requests_after_the_peer_went_away_fail_at_once_and_resume_when_it_is_back() -> None:
+    srv = EchoServer()
+    srv.thread.start()
+    c = Connection(srv.address)
+    try:
+        assert expect(c.request(PingRequest()), PongReply)
+        srv.service.stop()
+        srv.thread.join(10)
+        started = time.monotonic()
+        deadline = started + 10
+        while time.monotonic() < deadline:  # until the I/O thread has seen the disconnect
+            try:
+                c.request(PingRequest(), timeout_s=0.5)
+            except ConnectionFailedError:
+                break
+            except RequestTimeoutError:
+                continue
+        with pytest.raises(ConnectionFailedError):
+            c.request(PingRequest(), timeout_s=30)
+        assert time.monotonic() - started < 5  # not the 30 s timeout
+    finally:
+        c.close()
+
+
+def test_notices_sent_unasked_go_to_the_notice_callback(server: EchoServer) -> None:
+    seen: list[tuple[str, AnyReply]] = []
+    got = threading.Event()
+
+    def on_notice(address: str, body: AnyReply) -> None:
+        seen.append((address, body))
+        got.set()
+
+    c = Connection(server.address, on_notice=on_notice)
+    try:
+        assert c.request(HeartbeatRequest(client_id="group-x"))[0] == OkReply()
+        assert got.wait(5), "the notice never reached the callback"
+        assert seen == [(server.address, ConsumerIdsChangedNotice(consumer_group="group-x"))]
+        # and the connection goes on serving requests
+        assert expect(c.request(PingRequest()), PongReply).service == "echo"
     finally:
         c.close()
 

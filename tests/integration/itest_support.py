@@ -52,9 +52,10 @@ class Cluster:
         return self.local.broker_addr
 
     def restart_broker(self) -> None:
-        """Stops store and remoting cleanly and starts them again on the same port and dir."""
+        """Stops the broker group (store, index, remoting) cleanly and starts it again on the
+        same port and dir."""
         port = self.broker_addr.rsplit(":", 1)[1]
-        for name in ("broker-remoting", "broker-store"):
+        for name in ("broker-remoting", "index", "broker-store"):
             sp = self.local.get(name)
             sp.stop()
             self.local.processes.remove(sp)

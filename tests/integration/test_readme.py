@@ -49,3 +49,5 @@ def test_readme_tour_runs(cluster: Cluster, tmp_path: Path) -> None:
     assert "SEND_OK" in done.stdout
     assert "b'hello ferry'" in done.stdout
     assert done.stdout.count("b'batch ") == 10
+    assert "pushed TagA b'hello ferry'" in done.stdout
+    assert "pushed None" not in done.stdout  # the tag filter holds

@@ -23,6 +23,7 @@ from ferry.protocol.messages import (
     AnyRequest,
     BrokerRuntimeInfoReply,
     ConsumerData,
+    ConsumerIdsChangedNotice,
     ConsumerListReply,
     ErrorReply,
     GetAllTopicConfigRequest,
@@ -78,6 +79,8 @@ class Client:
         assert self.sock.poll(REPLY_TIMEOUT_MS), "no reply in time"
         frames = self.sock.recv_multipart()
         env, payload = self.codec.decode_reply(frames[1:])
+        if isinstance(env.body, ConsumerIdsChangedNotice):  # sent unasked: not a reply
+            return self.receive()
         return env, payload
 
     def call(

@@ -78,3 +78,21 @@ def test_bad_heartbeat_is_rejected(client_id: str, producers: list[str], group: 
     with pytest.raises(InvalidParameterError):
         table.heartbeat(client_id, producers, [ConsumerData(group=group)], now_ms=0)
     assert len(table) == 0
+
+
+def test_changes_report_the_groups_that_gained_or_lost_a_member() -> None:
+    table = ClientTable()
+    assert table.heartbeat("c", [], [consumer("g1"), consumer("g2")], now_ms=0) == {"g1", "g2"}
+    assert table.heartbeat("c", [], [consumer("g1"), consumer("g2")], now_ms=1) == set()
+    assert table.heartbeat("c", [], [consumer("g2"), consumer("g3")], now_ms=2) == {"g1", "g3"}
+    assert table.unregister("c", consumer_group="g2") == {"g2"}
+    assert table.unregister("c") == {"g3"}
+    table.heartbeat("d", [], [consumer("g4")], now_ms=0)
+    assert [info.consumers.keys() for info in table.drop_silent(now_ms=200_000)] == [{"g4"}]
+
+
+def test_groups_consuming_a_topic() -> None:
+    table = ClientTable()
+    table.heartbeat("c", [], [consumer("g1", "Orders"), consumer("g2", "Other")], now_ms=0)
+    table.heartbeat("d", [], [consumer("g3", "Orders")], now_ms=0)
+    assert table.groups_consuming("Orders") == {"g1", "g3"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from ferry.protocol.errors import InvalidParameterError, MessageIllegalError
 from ferry.store.checkpoint import Checkpoint
 from ferry.store.commit_log import CQ_ENTRY
 from ferry.store.flush import Flusher
+from ferry.store.mapped_file import MappedFile
 from ferry.store.store import MessageStore
 from ferry.store.store_lock import StoreLockedError
 
@@ -471,7 +473,7 @@ def test_abort_marker_exists_while_the_store_is_open(make_config: MakeConfig) ->
     assert not (root / "abort").exists()
 
 
-def test_async_flusher_syncs_on_a_worker_and_writes_the_checkpoint(
+def test_flusher_syncs_on_a_worker_signals_the_loop_and_writes_the_checkpoint(
     store: MessageStore, batch: MakeBatch
 ) -> None:
     flusher = Flusher(store)
@@ -479,15 +481,75 @@ def test_async_flusher_syncs_on_a_worker_and_writes_the_checkpoint(
         store.put("Flush", 0, 20, batch("Flush", [b"f" * 500] * 20))
         end = store.status().max_offset
         assert store.status().flushed_offset == 0
+        plan = store.begin_flush()
+        assert plan is not None
+        flusher.start(plan)
+        assert flusher.busy
         deadline = time.monotonic() + 10
-        while store.status().flushed_offset < end:
-            assert time.monotonic() < deadline, "the flush never completed"
-            flusher.tick()
-            time.sleep(0.01)
+        done = None
+        while done is None:  # signalled once the log is synced, again once all files are
+            left = max(deadline - time.monotonic(), 0)
+            ready = select.select([flusher.wake_fd], [], [], left)[0]
+            assert ready == [flusher.wake_fd], "the worker never signalled the end of the flush"
+            done = flusher.collect()
+        assert done is plan
+        assert flusher.collect() is None  # collected once
+        assert plan.log_files == 1  # the segment first, then the ConsumeQueue file
+        assert 0 < plan.log_done_at <= plan.done_at
+        assert store.status().flushed_offset == end
         saved = store.checkpoint.read()
         assert saved is not None
         assert (saved.log_flushed, saved.cq_flushed) == (end, end)
         assert saved.log_store_ms == store.last_store_ms
         assert store.begin_flush() is None  # nothing new to flush
+        assert store.begin_log_sync() is None
     finally:
         flusher.close()
+
+
+def test_a_log_sync_covers_the_log_but_leaves_the_checkpoint(
+    store: MessageStore, batch: MakeBatch
+) -> None:
+    flusher = Flusher(store)
+    try:
+        store.put("Sync", 0, 5, batch("Sync", [b"s" * 100] * 5))
+        end = store.status().max_offset
+        plan = store.begin_log_sync()
+        assert plan is not None
+        flusher.start(plan)
+        assert flusher.wait() is plan
+        assert store.status().flushed_offset == end
+        assert store.checkpoint.read() is None  # the periodic full flush writes it
+        assert flusher.log_syncs == 1
+    finally:
+        flusher.close()
+
+
+def test_a_failed_flush_is_reported_and_the_flusher_goes_on(
+    make_config: MakeConfig, batch: MakeBatch, tmp_path: Path
+) -> None:
+    with MessageStore.open(make_config()) as store:
+        flusher = Flusher(store)
+        try:
+            store.put("Fail", 0, 3, batch("Fail", [b"x"] * 3))
+            plan = store.begin_flush()
+            assert plan is not None
+            broken = MappedFile(tmp_path / "broken", 0, 4096, create=True)
+            broken.close()  # its descriptor is gone: fdatasync fails with EBADF
+            plan.files.append(broken)
+            flusher.start(plan)
+            assert flusher.wait() is None
+            assert flusher.failures == 1
+            assert store.status().flushed_offset == 0  # nothing claimed durable
+            cq = store.queues.get("Fail", 0)
+            assert cq is not None
+            assert cq.files[0] in store.queues.dirty  # flushed again next time
+            store.queues.dirty.discard(broken)  # this test's stand-in for a failing disk
+
+            again = store.begin_flush()
+            assert again is not None
+            flusher.start(again)
+            assert flusher.wait() is again
+            assert store.status().flushed_offset == store.status().max_offset
+        finally:
+            flusher.close()

@@ -10,6 +10,7 @@ from ferry.cli import (
     admin,
     admin_messages,  # noqa: F401  (registers its commands on admin.app)
     dev,
+    query,  # noqa: F401  (registers its commands on admin.app)
 )
 from ferry.cli.groups import CaseInsensitiveGroup
 from ferry.cli.serve import serve

@@ -16,7 +16,7 @@ from ferry.protocol.errors import FerryError
 from ferry.runtime.config import BrokerConfig, load_config, parse_overrides
 from ferry.runtime.launcher import MODULES, LocalCluster, start_broker_services
 
-NOT_YET = ("ha-replicator", "index", "scheduler")
+NOT_YET = ("ha-replicator", "scheduler")
 
 
 def serve(

@@ -4,11 +4,14 @@ from ferry.client import Message, Producer
 
 with Producer("my-group", "127.0.0.1:9876") as producer:
     result = producer.send(Message("orders", b"hello", tags="created"))
+
+Consumers: PushConsumer (a listener called with pulled messages) and PullConsumer (poll()).
 """
 
 from ferry.client.admin import Admin
 from ferry.client.message import (
     ConsumeFromWhere,
+    ConsumeResult,
     Message,
     MessageExt,
     MessageModel,
@@ -18,6 +21,7 @@ from ferry.client.message import (
 )
 from ferry.client.producer import Producer
 from ferry.client.pull_consumer import PullConsumer
+from ferry.client.push_consumer import PushConsumer
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.errors import (
     BrokerNotExistError,
@@ -42,6 +46,7 @@ __all__ = [
     "BrokerSystemError",
     "ConnectionFailedError",
     "ConsumeFromWhere",
+    "ConsumeResult",
     "FerryError",
     "InvalidParameterError",
     "Message",
@@ -53,6 +58,7 @@ __all__ = [
     "Producer",
     "PullConsumer",
     "PullStatus",
+    "PushConsumer",
     "QueryNotFoundError",
     "RequestTimeoutError",
     "SendResult",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import TracebackType
 from typing import TypeVar
 
+from ferry.client import queries
 from ferry.client.instance import ClientInstance, not_started
-from ferry.client.message import MessageQueue
+from ferry.client.message import MessageExt, MessageQueue
 from ferry.client.route import parse_namesrv
 from ferry.client.transport import expect, wait
 from ferry.protocol.codes import Perm
@@ -16,20 +18,25 @@ from ferry.protocol.errors import (
     QueryNotFoundError,
 )
 from ferry.protocol.messages import (
+    MAX_QUERY_MS,
     AnyRequest,
     BrokerRuntimeInfoReply,
     ClusterInfoReply,
+    ConsumerListReply,
     GetAllTopicConfigRequest,
     GetAllTopicListRequest,
     GetBrokerRuntimeInfoRequest,
     GetClusterInfoRequest,
+    GetConsumerListByGroupRequest,
     GetMaxOffsetRequest,
     GetMinOffsetRequest,
     GetRouteInfoRequest,
     GetTopicStatsRequest,
+    GroupListReply,
     OffsetReply,
     OkReply,
     QueryConsumerOffsetRequest,
+    QueryTopicConsumeByWhoRequest,
     QueueStat,
     Reply,
     RouteInfoReply,
@@ -196,6 +203,67 @@ class Admin:
         except QueryNotFoundError:
             return None
 
+    # ---- consumer groups ----
+
+    def consumer_groups(self, topic: str) -> list[str]:
+        """Groups consuming `topic` (a live member subscribed, or an offset committed), over
+        every broker serving it (mqadmin's queryTopicConsumeByWho)."""
+        route = self.topic_route(topic)
+        groups: set[str] = set()
+        for data in route.broker_datas:
+            addr = data.broker_addrs.get(MASTER_ID) or next(iter(data.broker_addrs.values()), "")
+            if addr:
+                body = QueryTopicConsumeByWhoRequest(topic=topic)
+                groups.update(self._broker(addr, body, GroupListReply).groups)
+        return sorted(groups)
+
+    def consumer_ids(self, group: str, broker_addr: str) -> list[str]:
+        """The live members of `group` a broker knows from their heartbeats, sorted."""
+        check_group(group)
+        body = GetConsumerListByGroupRequest(consumer_group=group)
+        return sorted(self._broker(broker_addr, body, ConsumerListReply).client_ids)
+
     def queues(self, topic: str) -> list[MessageQueue]:
         """The read queues of `topic`, sorted."""
         return list(self._started().routes.fetch(topic).read_queues)
+
+    # ---- message queries (ferry.client.queries) ----
+
+    def query_msg_by_key(
+        self,
+        topic: str,
+        key: str,
+        *,
+        max_num: int = 32,
+        begin_ms: int = 0,
+        end_ms: int = MAX_QUERY_MS,
+    ) -> list[MessageExt]:
+        """Messages whose KEYS hold `key`, newest first (mqadmin queryMsgByKey)."""
+        return queries.query_msg_by_key(
+            self, topic, key, max_num=max_num, begin_ms=begin_ms, end_ms=end_ms
+        )
+
+    def query_msg_by_unique_key(self, topic: str, msg_id: str) -> list[MessageExt]:
+        """The stored copies of the message with client msg id `msg_id` (queryMsgByUniqueKey)."""
+        return queries.query_msg_by_unique_key(self, topic, msg_id)
+
+    def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> list[MessageExt]:
+        """By offset message id, or by client msg id when a topic is given (queryMsgById)."""
+        return queries.query_msg_by_id(self, msg_id, topic)
+
+    def view_message(self, offset_msg_id: str) -> MessageExt:
+        """One message by its offset message id, without any index."""
+        return queries.view_message(self, offset_msg_id)
+
+    def query_msg_by_offset(self, queue: MessageQueue, offset: int) -> MessageExt:
+        return queries.query_msg_by_offset(self, queue, offset)
+
+    def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        """The first offset of `queue` stored at or after timestamp_ms."""
+        return queries.search_offset(self, queue, timestamp_ms)
+
+    def print_msg(
+        self, topic: str, begin_ms: int = 0, end_ms: int = MAX_QUERY_MS
+    ) -> Iterator[MessageExt]:
+        """Every message of `topic` stored within [begin_ms, end_ms] (mqadmin printMsg)."""
+        return queries.print_msg(self, topic, begin_ms, end_ms)

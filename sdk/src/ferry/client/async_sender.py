@@ -244,13 +244,20 @@ class AsyncSender:
             self._retry_or_fail(out, deadline, attempt, avoid, ok, fail, err)
             return
 
+        started = time.monotonic()
+        faults = self._publisher.faults
+
         def done(f: Future[Result]) -> None:
+            broker = target.queue.broker_name
             try:
                 reply = expect(f.result(), SendMessageReply)
             except FerryError as err:
-                broker = target.queue.broker_name
+                if faults is not None:
+                    faults.update(broker, 0, failed=err.retriable)
                 self._retry_or_fail(out, deadline, attempt, broker, ok, fail, err)
                 return
+            if faults is not None:
+                faults.update(broker, (time.monotonic() - started) * 1000)
             ok(reply, target)
 
         future.add_done_callback(done)

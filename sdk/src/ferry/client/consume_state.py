@@ -1,16 +1,19 @@
-"""Plain state of a pull consumer: one QueueState per assigned queue, the batches pulled and
-not yet polled, and which offsets still need committing. No sockets; the consumer drives it
-under its own lock."""
+"""Plain state of the consumers: one QueueState per assigned queue, the batches pulled and
+not yet polled (the pull consumer's sink), and which offsets still need committing. No
+sockets; the consumer drives it under its own lock."""
 
 from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ferry.client.message import MessageExt, MessageQueue, decode_message
+from ferry.client.process_queue import ProcessQueue
 from ferry.protocol import record
 from ferry.protocol.messages import OffsetEntry
 
@@ -41,7 +44,9 @@ class QueueState:
     buffered: int = 0  # messages pulled, not yet polled
     batches: int = 0
     flow_paused: bool = False
+    paused: bool = False  # by the user (pause/resume)
     dropped: bool = False
+    process: ProcessQueue | None = None  # the push consumer's messages of this queue
 
     @classmethod
     def create(cls, queue: MessageQueue, expression: str = ALL_TAGS) -> QueueState:
@@ -78,7 +83,8 @@ class PulledBatch(NamedTuple):
 
 @dataclass
 class PullBuffer:
-    """Batches in arrival order; per-queue counts live in QueueState for flow control."""
+    """Batches in arrival order; per-queue counts live in QueueState for flow control.
+    Batches of paused queues stay where they are until their queue is resumed."""
 
     batches: collections.deque[PulledBatch] = field(default_factory=collections.deque)
 
@@ -90,11 +96,15 @@ class PullBuffer:
     def take(self, max_messages: int) -> list[PulledBatch]:
         """Whole batches, at least one, up to max_messages in total; stale ones are skipped."""
         taken: list[PulledBatch] = []
+        held: list[PulledBatch] = []
         total = 0
         while self.batches:
             batch = self.batches[0]
             if not batch.current:
                 self.batches.popleft()
+                continue
+            if batch.state.paused:
+                held.append(self.batches.popleft())
                 continue
             if taken and total + batch.n_msgs > max_messages:
                 break
@@ -103,14 +113,58 @@ class PullBuffer:
             batch.state.batches -= 1
             taken.append(batch)
             total += batch.n_msgs
+        self.batches.extendleft(reversed(held))
         return taken
 
     def ready(self) -> bool:
-        """True when a current batch waits; stale batches at the head are dropped."""
+        """True when a current batch of a queue not paused waits; stale batches are dropped."""
         batches = self.batches
         while batches and not batches[0].current:
             batches.popleft()
-        return bool(batches)
+        return any(b.current and not b.state.paused for b in batches)
+
+
+class PollSink:
+    """The pull consumer's sink: pulled batches wait in a PullBuffer for poll()."""
+
+    def __init__(self, cond: threading.Condition, threshold_per_queue: int) -> None:
+        self.cond = cond
+        self.threshold_per_queue = threshold_per_queue
+        self.buffer = PullBuffer()
+
+    def full(self, state: QueueState) -> bool:
+        return state.buffered >= self.threshold_per_queue
+
+    def add(self, batch: PulledBatch) -> None:
+        self.buffer.add(batch)
+        self.cond.notify_all()
+
+    def skip(self, state: QueueState, offset: int) -> None:
+        state.skip_to(offset)
+
+    def take(
+        self, timeout: float, max_messages: int, is_closed: Callable[[], bool]
+    ) -> tuple[list[PulledBatch], list[QueueState]]:
+        """Waits up to `timeout` s for pulled batches and hands them over: their messages count
+        as consumed from now on. Also returns the queues whose pulls flow control may resume."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        resume: list[QueueState] = []
+        with self.cond:
+            while not self.buffer.ready():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or is_closed():
+                    return [], []
+                self.cond.wait(remaining)
+            batches = self.buffer.take(max_messages)
+            for batch in batches:
+                state = batch.state
+                # All pulled data handed over: what was skipped after it counts as consumed.
+                state.consume_offset = (
+                    state.pull_offset if state.batches == 0 else batch.next_begin_offset
+                )
+                if state.flow_paused and not self.full(state):
+                    resume.append(state)
+        return batches, resume
 
 
 def decode_batch(batch: PulledBatch) -> list[MessageExt]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+from collections.abc import Callable
 
 from opentelemetry import trace
 
@@ -19,6 +20,7 @@ from ferry.client.tracing import Tracing
 from ferry.client.transport import Connection, ConnectionPool
 from ferry.protocol import record
 from ferry.protocol.errors import IllegalStateError
+from ferry.protocol.messages import AnyReply
 
 log = logging.getLogger("ferry.client")
 
@@ -40,13 +42,23 @@ class ClientInstance:
         self.client_id = f"{self.ip}@{os.getpid()}@{role}-{random.getrandbits(32):08x}"
         self.born_host = record.pack_host(f"{self.ip}:0")
         self.msg_ids = MessageIdGenerator(self.ip)
-        self.pool = ConnectionPool()
+        self._notice_listeners: list[Callable[[str, AnyReply], None]] = []
+        self.pool = ConnectionPool(on_notice=self._on_notice)
         self.routes = RouteCache(addrs, self.pool, api_timeout_s)
         self.tracing = Tracing(tracer_provider, self.client_id)
         self.ticker = Ticker(f"ferry-{role}-timer")
 
     def connection(self, address: str) -> Connection:
         return self.pool.get(address)
+
+    def on_notice(self, listener: Callable[[str, AnyReply], None]) -> None:
+        """listener(broker address, notice) for notices brokers send unasked; it runs on an I/O
+        thread and must not block."""
+        self._notice_listeners.append(listener)
+
+    def _on_notice(self, address: str, body: AnyReply) -> None:
+        for listener in list(self._notice_listeners):
+            listener(address, body)
 
     def close(self) -> None:
         self.ticker.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ from ferry.protocol.errors import InvalidParameterError, MessageIllegalError
 
 __all__ = [
     "ConsumeFromWhere",
+    "ConsumeResult",
     "Message",
     "MessageExt",
     "MessageModel",
@@ -38,6 +40,19 @@ class ConsumeFromWhere(enum.Enum):
 class MessageModel(enum.Enum):
     CLUSTERING = "CLUSTERING"
     BROADCASTING = "BROADCASTING"
+
+
+class ConsumeResult(enum.Enum):
+    """What a push consumer's listener returns for its batch.
+
+    Concurrent listeners: SUCCESS or RECONSUME_LATER (the batch comes back later, through the
+    group's retry topic). Orderly listeners: SUCCESS or SUSPEND (the queue pauses, then the
+    same batch is offered again, in order).
+    """
+
+    SUCCESS = "SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+    SUSPEND = "SUSPEND"
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -227,19 +242,36 @@ def message_properties(msg: Message, msg_id: str) -> dict[str, str]:
     return props
 
 
+COMPRESS_LEVEL = 5  # zlib level of compressed bodies, as RocketMQ's compressLevel
+
+
+def compressed_body(body: bytes, compress_over: int) -> tuple[bytes, int]:
+    """(body, sysflag): bodies longer than compress_over bytes are zlib-compressed and flagged
+    SYSFLAG_COMPRESSED, unless that would not make them smaller. compress_over < 0: never."""
+    if compress_over < 0 or len(body) <= compress_over:
+        return body, 0
+    packed = zlib.compress(body, COMPRESS_LEVEL)
+    if len(packed) >= len(body):
+        return body, 0
+    return packed, record.SYSFLAG_COMPRESSED
+
+
 def encode_message(
     msg: Message,
     props: Mapping[str, str],
     *,
     born_timestamp: int,
     born_host: bytes,
+    compress_over: int = -1,
 ) -> bytes:
     """One record in the layout of ferry.protocol.record, ready for a SendMessageRequest."""
+    body, sysflag = compressed_body(msg.body, compress_over)
     try:
         return record.encode_record(
             msg.topic.encode(),
-            msg.body,
+            body,
             record.encode_properties(props),
+            sysflag=sysflag,
             born_timestamp=born_timestamp,
             born_host=born_host,
         )
@@ -267,13 +299,22 @@ def decode_message(rec: record.Record, broker_name: str) -> MessageExt:
     """A stored record (from a pull) as the MessageExt a consumer sees.
 
     The hot path of consumption: attributes are set directly, without __init__'s checks.
+    A compressed body is decompressed; `sysflag` still says it travelled compressed.
     """
     props = rec.properties
+    body = rec.body
+    if rec.sysflag & record.SYSFLAG_COMPRESSED:
+        try:
+            body = zlib.decompress(body)
+        except zlib.error as exc:
+            raise record.RecordError(
+                f"compressed body at CommitLog offset {rec.phys_offset} is corrupt: {exc}"
+            ) from None
     keys = props.get(record.PROPERTY_KEYS)
     offset_id = f"{host_hex(rec.store_host)}{rec.phys_offset:016X}"
     msg = MessageExt.__new__(MessageExt)
     msg.topic = rec.topic
-    msg.body = rec.body
+    msg.body = body
     msg.tags = props.get(record.PROPERTY_TAGS) or None
     msg.keys = keys.split() if keys else []
     msg.properties = props

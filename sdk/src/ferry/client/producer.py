@@ -1,8 +1,10 @@
 """The producer: sync, async, oneway, batch and orderly sends, with RocketMQ's retries.
 
-A message is encoded into a CommitLog record once, in the caller's thread; a batch travels as
-one payload frame. A retriable failure is retried up to `retry_times` more times within the
-send timeout, on another broker when there is one, after the topic's route is refreshed.
+A message is encoded into a CommitLog record once, in the caller's thread (bodies over
+`compress_over` bytes zlib-compressed); a batch travels as one payload frame. A retriable
+failure (SYSTEM_BUSY included) is retried up to `retry_times` more times within the send
+timeout, on another broker when there is one, after the topic's route is refreshed. With
+`send_latency_fault_enable`, slow or failing brokers are avoided for a while (latency_fault).
 """
 
 from __future__ import annotations
@@ -17,6 +19,12 @@ from opentelemetry import trace
 
 from ferry.client.async_sender import AsyncSender, BatchConfig
 from ferry.client.instance import ClientInstance, not_started
+from ferry.client.latency_fault import (
+    LATENCY_MAX_MS,
+    NOT_AVAILABLE_MS,
+    FaultConfig,
+    LatencyFaultTolerance,
+)
 from ferry.client.message import Message, SendResult, encode_message, message_properties
 from ferry.client.outgoing import Outgoing, joined_result, send_request
 from ferry.client.publish import Publisher, Target
@@ -34,6 +42,7 @@ from ferry.protocol.names import check_group, check_topic
 log = logging.getLogger("ferry.client.producer")
 
 MiB = 1024 * 1024
+COMPRESS_OVER = 4096  # compressMsgBodyOverHowmuch
 
 
 class Producer:
@@ -54,8 +63,16 @@ class Producer:
         batch_max_count: int = 128,
         batch_max_bytes: int = 256 * 1024,
         max_batches_in_flight: int = 4,
+        compress_over: int = COMPRESS_OVER,
+        send_latency_fault_enable: bool = False,
+        latency_max_ms: tuple[int, ...] = LATENCY_MAX_MS,
+        not_available_duration_ms: tuple[int, ...] = NOT_AVAILABLE_MS,
         tracer_provider: trace.TracerProvider | None = None,
     ) -> None:
+        """compress_over: bodies longer than this many bytes are compressed (-1: never).
+        send_latency_fault_enable: avoid brokers that were slow or failed, for the time
+        not_available_duration_ms[i] of the largest latency_max_ms[i] their latency reached
+        (a failure counts as 10 s)."""
         check_group(group)
         parse_namesrv(namesrv)
         if retry_times < 0 or send_timeout_ms <= 0 or max_message_size <= 0:
@@ -73,6 +90,12 @@ class Producer:
         self._heartbeat_s = heartbeat_interval_ms / 1000
         self._poll_namesrv_s = poll_namesrv_interval_ms / 1000
         self._tracer_provider = tracer_provider
+        self.compress_over = compress_over
+        self._faults = LatencyFaultTolerance(
+            FaultConfig(
+                send_latency_fault_enable, tuple(latency_max_ms), tuple(not_available_duration_ms)
+            )
+        )
         self._batching = BatchConfig(
             auto_batch,
             batch_max_count,
@@ -90,7 +113,7 @@ class Producer:
         if self._instance is not None:
             return
         inst = ClientInstance(self.namesrv, role="producer", tracer_provider=self._tracer_provider)
-        self._publisher = Publisher(inst.routes, self.default_topic_queue_nums)
+        self._publisher = Publisher(inst.routes, self.default_topic_queue_nums, self._faults)
         self._async = AsyncSender(
             inst,
             self._publisher,
@@ -262,11 +285,21 @@ class Producer:
         try:
             if single:
                 payload = encode_message(
-                    first, props[0], born_timestamp=born, born_host=inst.born_host
+                    first,
+                    props[0],
+                    born_timestamp=born,
+                    born_host=inst.born_host,
+                    compress_over=self.compress_over,
                 )
             else:
                 payload = b"".join(
-                    encode_message(msg, p, born_timestamp=born, born_host=inst.born_host)
+                    encode_message(
+                        msg,
+                        p,
+                        born_timestamp=born,
+                        born_host=inst.born_host,
+                        compress_over=self.compress_over,
+                    )
                     for msg, p in zip(msgs, props, strict=True)
                 )
                 if len(payload) > self.max_message_size:
@@ -281,13 +314,20 @@ class Producer:
 
     def _attempt(self, out: Outgoing, target: Target, timeout_s: float) -> SendResult:
         inst = self._started()
-        result = inst.connection(target.address).request(
-            send_request(self.group, out, target, self.default_topic_queue_nums),
-            [out.payload],
-            timeout_s=timeout_s,
-            traceparent=out.traceparent,
-            tracestate=out.tracestate,
-        )
+        started = time.monotonic()
+        broker = target.queue.broker_name
+        try:
+            result = inst.connection(target.address).request(
+                send_request(self.group, out, target, self.default_topic_queue_nums),
+                [out.payload],
+                timeout_s=timeout_s,
+                traceparent=out.traceparent,
+                tracestate=out.tracestate,
+            )
+        except FerryError as err:
+            self._faults.update(broker, 0, failed=err.retriable)
+            raise
+        self._faults.update(broker, (time.monotonic() - started) * 1000)
         return joined_result(out, target, expect(result, SendMessageReply))
 
     def _send_sync(self, out: Outgoing, timeout_s: float) -> SendResult:

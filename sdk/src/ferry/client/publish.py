@@ -1,5 +1,6 @@
-"""Where a producer sends: write queues of a topic, round robin, broker avoidance, orderly
-selection, and RocketMQ's auto-creation path through the TBW102 route for unknown topics."""
+"""Where a producer sends: write queues of a topic, round robin, broker avoidance (the broker
+that just failed, and with latency fault avoidance the brokers it isolates), orderly selection,
+and RocketMQ's auto-creation path through the TBW102 route for unknown topics."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 import zlib
 from dataclasses import dataclass
 
+from ferry.client.latency_fault import LatencyFaultTolerance
 from ferry.client.message import MessageQueue
 from ferry.client.route import RouteCache, TopicRoute
 from ferry.protocol.errors import TopicNotExistError
@@ -45,6 +47,28 @@ def select_round_robin(
     return queues[start % count]
 
 
+def select_available(
+    queues: tuple[MessageQueue, ...],
+    start: int,
+    avoid_broker: str | None,
+    faults: LatencyFaultTolerance,
+) -> MessageQueue:
+    """Round robin from `start` over queues of available brokers other than `avoid_broker`;
+    then any available broker; then the broker usable soonest (MQFaultStrategy's order)."""
+    count = len(queues)
+    for skip_avoided in (True, False):
+        for i in range(count):
+            queue = queues[(start + i) % count]
+            if skip_avoided and queue.broker_name == avoid_broker:
+                continue
+            if faults.available(queue.broker_name):
+                return queue
+    soonest = faults.least_bad({q.broker_name for q in queues if q.broker_name != avoid_broker})
+    if soonest is None:
+        return queues[start % count]
+    return next(q for q in queues[start % count :] + queues if q.broker_name == soonest)
+
+
 def fallback_route(topic: str, default: TopicRoute, queue_nums: int) -> TopicRoute:
     """The route of an unknown topic, drawn from TBW102: at most `queue_nums` queues per
     broker, as the broker will create it."""
@@ -59,9 +83,15 @@ def fallback_route(topic: str, default: TopicRoute, queue_nums: int) -> TopicRou
 class Publisher:
     """Chooses targets for one producer; thread-safe."""
 
-    def __init__(self, routes: RouteCache, default_topic_queue_nums: int) -> None:
+    def __init__(
+        self,
+        routes: RouteCache,
+        default_topic_queue_nums: int,
+        faults: LatencyFaultTolerance | None = None,
+    ) -> None:
         self._routes = routes
         self._queue_nums = default_topic_queue_nums
+        self.faults = faults
         self._counters: dict[str, itertools.count[int]] = {}
         self._fallbacks: dict[str, tuple[float, TopicRoute]] = {}
         self._lock = threading.Lock()
@@ -110,7 +140,11 @@ class Publisher:
         if counter is None:
             with self._lock:
                 counter = self._counters.setdefault(topic, itertools.count())
-        queue = select_round_robin(route.write_queues, next(counter), avoid_broker)
+        faults = self.faults
+        if faults is not None and faults.enabled:
+            queue = select_available(route.write_queues, next(counter), avoid_broker, faults)
+        else:
+            queue = select_round_robin(route.write_queues, next(counter), avoid_broker)
         return Target(queue, route.master_addrs[queue.broker_name], default_topic)
 
     def orderly_target(self, topic: str, sharding_key: str | bytes) -> Target:

@@ -1,6 +1,10 @@
-"""The lite pull consumer (RocketMQ's DefaultLitePullConsumer): subscribe or assign, poll,
-commit, seek. Pulling itself is in puller.py; this is the user-facing side: what to consume,
-handing messages over, offsets and the group's heartbeat."""
+"""The lite pull consumer (RocketMQ's DefaultLitePullConsumer): subscribe (queues shared with
+the group's other members by rebalancing) or assign (exactly the queues given), poll, commit
+(automatic by default), seek, pause and resume. Pulling itself is in puller.py; this is the
+user-facing side: what to consume, handing messages over, offsets and the group's heartbeat.
+
+BROADCASTING consumers read every queue and keep their offsets in a local file (see
+offset_store.py); CLUSTERING ones keep them on the brokers."""
 
 from __future__ import annotations
 
@@ -13,10 +17,13 @@ from types import TracebackType
 
 from opentelemetry import trace
 
-from ferry.client.consume_state import decode_batch
+from ferry.client.allocate import check_strategy
+from ferry.client.consume_state import PollSink, decode_batch
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.message import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue
+from ferry.client.offset_store import LocalOffsetStore, open_local_store
 from ferry.client.puller import OffsetRequest, PullConfig, Puller
+from ferry.client.rebalance import assignment
 from ferry.client.route import parse_namesrv
 from ferry.client.transport import Result, expect, wait
 from ferry.protocol.errors import (
@@ -26,7 +33,9 @@ from ferry.protocol.errors import (
     QueryNotFoundError,
 )
 from ferry.protocol.messages import (
+    AnyReply,
     ConsumerData,
+    ConsumerIdsChangedNotice,
     GetMaxOffsetRequest,
     GetMinOffsetRequest,
     HeartbeatRequest,
@@ -39,8 +48,8 @@ from ferry.protocol.names import check_group, check_topic
 
 log = logging.getLogger("ferry.client.consumer")
 
-QUICK_REBALANCE_S = 1.0  # while a subscribed topic has no route yet
-ALLOCATE_STRATEGIES = ("averagely", "by_circle", "consistent_hash")
+QUICK_REBALANCE_S = 1.0  # while a subscribed topic has no route or member list yet
+DEFAULT_TIMESTAMP_AGO_MS = 30 * 60_000  # CONSUME_FROM_TIMESTAMP default: half an hour ago
 
 
 class PullConsumer:
@@ -66,16 +75,18 @@ class PullConsumer:
         heartbeat_interval_ms: int = 30_000,
         poll_namesrv_interval_ms: int = 30_000,
         rebalance_interval_ms: int = 20_000,
+        consume_timestamp_ms: int | None = None,
+        instance_name: str = "DEFAULT",
+        offset_store_dir: str | None = None,
         tracer_provider: trace.TracerProvider | None = None,
     ) -> None:
+        """consume_from applies only to a group with no offset for a queue; TIMESTAMP starts at
+        consume_timestamp_ms (default: 30 minutes before start()). BROADCASTING consumers keep
+        offsets in offset_store_dir (default ~/.ferry_offsets) under
+        `<ip>@<instance_name>/<group>`: give each one on a host its own instance_name."""
         check_group(group)
         parse_namesrv(namesrv)
-        if consume_from is ConsumeFromWhere.TIMESTAMP:
-            raise InvalidParameterError("ConsumeFromWhere.TIMESTAMP is not supported yet")
-        if message_model is not MessageModel.CLUSTERING:
-            raise InvalidParameterError("PullConsumer supports CLUSTERING only for now")
-        if allocate not in ALLOCATE_STRATEGIES:
-            raise InvalidParameterError(f"allocate must be one of {ALLOCATE_STRATEGIES}")
+        check_strategy(allocate)
         if pull_batch_size <= 0 or max_poll_messages <= 0 or suspend_ms < 0:
             raise InvalidParameterError("pull_batch_size, max_poll_messages, suspend_ms")
         self.group = group
@@ -86,9 +97,12 @@ class PullConsumer:
         self.max_poll_messages = max_poll_messages
         self.max_reconsume_times = max_reconsume_times
         self.allocate = allocate
-        self._pull_config = PullConfig(
-            group, consume_from, pull_batch_size, suspend_ms, pull_threshold_for_queue
-        )
+        self._pull_batch_size = pull_batch_size
+        self._suspend_ms = suspend_ms
+        self._threshold = pull_threshold_for_queue
+        self._timestamp_ms = consume_timestamp_ms
+        self._instance_name = instance_name
+        self._offset_dir = offset_store_dir
         self._intervals = {
             "commit": auto_commit_interval_ms / 1000,
             "heartbeat": heartbeat_interval_ms / 1000,
@@ -101,7 +115,9 @@ class PullConsumer:
         self._assigned: dict[MessageQueue, str] | None = None  # set by assign()
         self._instance: ClientInstance | None = None
         self._puller: Puller | None = None
+        self._sink: PollSink | None = None
         self._quick_rebalance = False
+        self._rebalance_lock = threading.Lock()
 
     # ---- lifecycle ----
 
@@ -109,8 +125,20 @@ class PullConsumer:
         if self._instance is not None:
             return
         inst = ClientInstance(self.namesrv, role="consumer", tracer_provider=self._tracer_provider)
-        self._puller = Puller(inst, self._pull_config)
+        cond = threading.Condition(threading.RLock())
+        self._sink = PollSink(cond, self._threshold)
+        local: LocalOffsetStore | None = None
+        if self.message_model is MessageModel.BROADCASTING:
+            local = open_local_store(self._offset_dir, inst.ip, self._instance_name, self.group)
+        timestamp = self._timestamp_ms
+        if timestamp is None:
+            timestamp = int(time.time() * 1000) - DEFAULT_TIMESTAMP_AGO_MS
+        config = PullConfig(
+            self.group, self.consume_from, self._pull_batch_size, self._suspend_ms, timestamp
+        )
+        self._puller = Puller(inst, config, self._sink, cond, local)
         self._instance = inst
+        inst.on_notice(self._on_notice)
         inst.routes.on_new_master(self._heartbeat_to)  # a new broker learns of us at once
         self._update_assignment()
         self.heartbeat()
@@ -135,7 +163,8 @@ class PullConsumer:
                 wait(future, 1.0)
             except FerryError as err:
                 log.debug("unregister failed: %s", err)
-        self._instance = None
+        with self._rebalance_lock:
+            self._instance = None
         puller.close()
         inst.close()
 
@@ -192,39 +221,37 @@ class PullConsumer:
         """The queues being consumed now."""
         return [] if self._puller is None else self._puller.queues()
 
-    def _allocate(self, topic: str, queues: list[MessageQueue]) -> list[MessageQueue]:
-        """The queues of `topic` this member takes. Every queue for now; group rebalancing
-        (self.allocate over the group's client ids) plugs in here."""
-        return queues
-
     def _update_assignment(self) -> None:
-        """Works out the wanted queues; may fetch routes, so never runs on an I/O thread."""
-        inst, puller = self._instance, self._puller
-        if inst is None or puller is None:
-            return
-        with self._lock:
-            assigned = None if self._assigned is None else dict(self._assigned)
-            subscriptions = dict(self._subscriptions)
-        wanted: dict[MessageQueue, str] = {}
-        keep_topics: set[str] = set()
-        if assigned is not None:
-            wanted = assigned
-            for topic in {q.topic for q in assigned}:
-                try:
-                    inst.routes.get(topic)
-                except FerryError as err:
-                    log.warning("no route for %s yet: %s", topic, err)
-        for topic, expression in subscriptions.items():
-            try:
-                route = inst.routes.get(topic)
-            except FerryError as err:
-                log.info("no route for subscribed topic %s yet: %s", topic, err)
-                keep_topics.add(topic)
-                continue
-            for queue in self._allocate(topic, list(route.read_queues)):
-                wanted[queue] = expression
-        puller.assign(wanted, keep_topics)
-        if keep_topics and not self._quick_rebalance:
+        """Works out the wanted queues (rebalancing subscribed topics across the group's
+        members); may fetch routes and member lists, so never runs on an I/O thread."""
+        with self._rebalance_lock:
+            inst, puller = self._instance, self._puller
+            if inst is None or puller is None:
+                return
+            with self._lock:
+                assigned = None if self._assigned is None else dict(self._assigned)
+                subscriptions = dict(self._subscriptions)
+            if assigned is not None:
+                for topic in {q.topic for q in assigned}:
+                    try:
+                        inst.routes.get(topic)
+                    except FerryError as err:
+                        log.warning("no route for %s yet: %s", topic, err)
+                removed = puller.assign(assigned, set())
+                retry_soon = False
+            else:
+                plan = assignment(
+                    inst,
+                    self.group,
+                    subscriptions,
+                    broadcasting=self.message_model is MessageModel.BROADCASTING,
+                    strategy=self.allocate,
+                )
+                removed = puller.assign(plan.wanted, plan.keep_topics)
+                retry_soon = plan.retry_soon
+        if removed and self.auto_commit:
+            self._auto_commit()  # the next owner starts where this member stopped
+        if retry_soon and not self._quick_rebalance:
             self._quick_rebalance = True
             inst.ticker.later(QUICK_REBALANCE_S, self._quick_update)
 
@@ -232,13 +259,28 @@ class PullConsumer:
         self._quick_rebalance = False
         self._update_assignment()
 
+    def _on_notice(self, _address: str, body: AnyReply) -> None:
+        """The group's members changed: rebalance now (on the timer thread)."""
+        inst = self._instance
+        if (
+            inst is not None
+            and isinstance(body, ConsumerIdsChangedNotice)
+            and body.consumer_group == self.group
+            and self._assigned is None
+        ):
+            inst.ticker.later(0, self._update_assignment)
+
     # ---- poll, commit, seek ----
 
     def poll(self, timeout: float = 5.0) -> list[MessageExt]:
         """Messages pulled so far, waiting up to `timeout` seconds for the first ones."""
         inst, puller = self._started()
+        sink = self._sink
+        assert sink is not None
         start_ns = time.time_ns()
-        batches = puller.take(timeout, self.max_poll_messages)
+        batches, resume = sink.take(timeout, self.max_poll_messages, lambda: puller.closed)
+        for state in resume:
+            puller.resume_flow(state)
         msgs: list[MessageExt] = []
         for batch in batches:
             try:
@@ -259,6 +301,17 @@ class PullConsumer:
         if self._puller is not None:
             for err in self._puller.commit():
                 log.warning("auto commit of %s failed: %s", self.group, err)
+
+    def pause(self, queues: Iterable[MessageQueue]) -> None:
+        """No more messages of these queues from poll() until resume(); what is buffered for
+        them waits. Pauses last across rebalances."""
+        self._started()[1].pause(list(queues))
+
+    def resume(self, queues: Iterable[MessageQueue]) -> None:
+        self._started()[1].resume(list(queues))
+
+    def paused(self) -> list[MessageQueue]:
+        return [] if self._puller is None else self._puller.paused()
 
     def seek(self, queue: MessageQueue, offset: int) -> None:
         """The next poll() returns messages of `queue` from `offset` on; buffered and in-flight

@@ -1,11 +1,16 @@
-"""The pulling engine of the pull consumer: one pull in flight per assigned queue.
+"""The pulling engine of both consumers: one pull in flight per assigned queue.
 
-Each queue first learns where to start (the group's committed offset, else its min or max
-offset), then pulls in a loop: the broker holds a pull (long polling) until messages arrive or
-`suspend_ms` passes, and the reply's records wait in a buffer for poll(). Replies are handled
+Each queue first learns where to start (the group's committed offset, else where consume_from
+says: min, max or the first offset stored at a time; retry topics always from their start),
+then pulls in a loop: the broker holds a pull (long polling) until messages arrive or
+`suspend_ms` passes, and the reply's records go to a sink: the poll buffer of the pull consumer
+or the process queues of the push consumer. The sink also says when a queue holds too much
+(flow control); its pulls then pause until the sink calls resume_flow(). Replies are handled
 on the connection's I/O thread and only touch state under the lock; whatever may block (route
 lookups after a failure) and every back-off runs on the client's timer thread. A failing queue
 backs off for a second without holding up the others.
+
+Offsets live on the brokers (CLUSTERING), or in a LocalOffsetStore (BROADCASTING).
 """
 
 from __future__ import annotations
@@ -16,18 +21,19 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Protocol
 
 from ferry.client.consume_state import (
-    PullBuffer,
     PulledBatch,
     QueueState,
     commit_entries,
-    offset_entries,
     parse_tags,
 )
 from ferry.client.instance import ClientInstance
 from ferry.client.message import ConsumeFromWhere, MessageQueue
-from ferry.client.transport import Result, expect, wait
+from ferry.client.offset_commit import OffsetCommitter
+from ferry.client.offset_store import LocalOffsetStore
+from ferry.client.transport import Result, expect
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.errors import (
     BrokerNotExistError,
@@ -43,8 +49,9 @@ from ferry.protocol.messages import (
     PullMessageReply,
     PullMessageRequest,
     QueryConsumerOffsetRequest,
-    UpdateConsumerOffsetRequest,
+    SearchOffsetByTimestampRequest,
 )
+from ferry.protocol.names import RETRY_PREFIX
 
 log = logging.getLogger("ferry.client.consumer")
 
@@ -55,7 +62,12 @@ SUSPEND_GRACE_S = 10.0  # a held pull's request timeout is suspend + this
 FAST_EMPTY_S = 0.05
 EMPTY_PULL_DELAY_S = 0.2
 
-OffsetRequest = QueryConsumerOffsetRequest | GetMinOffsetRequest | GetMaxOffsetRequest
+OffsetRequest = (
+    QueryConsumerOffsetRequest
+    | GetMinOffsetRequest
+    | GetMaxOffsetRequest
+    | SearchOffsetByTimestampRequest
+)
 
 
 @dataclass(frozen=True)
@@ -64,17 +76,47 @@ class PullConfig:
     consume_from: ConsumeFromWhere
     batch_size: int
     suspend_ms: int
-    threshold_per_queue: int  # buffered messages of a queue before its pulls pause
+    consume_timestamp_ms: int = 0  # where TIMESTAMP starts (epoch ms)
+    # each pull carries the queue's consume offset to the broker (RocketMQ's commitOffset
+    # flag), so the broker's offset trails consumption by about one pull batch: what a member
+    # taking the queue over in a rebalance consumes again
+    piggyback_commit: bool = False
+
+
+class PullSink(Protocol):
+    """Where pulled records go. Every method is called with the puller's lock held."""
+
+    def full(self, state: QueueState) -> bool:
+        """True when the queue holds enough not yet consumed: its pulls pause."""
+        ...
+
+    def add(self, batch: PulledBatch) -> None:
+        """A pull found records (the batch's next_begin_offset is where the next pull starts)."""
+        ...
+
+    def skip(self, state: QueueState, offset: int) -> None:
+        """Nothing to deliver before `offset` (start position, no match, offset moved)."""
+        ...
 
 
 class Puller:
-    def __init__(self, instance: ClientInstance, config: PullConfig) -> None:
+    def __init__(
+        self,
+        instance: ClientInstance,
+        config: PullConfig,
+        sink: PullSink,
+        cond: threading.Condition,
+        local_offsets: LocalOffsetStore | None = None,
+    ) -> None:
         self._inst = instance
         self._config = config
-        self.cond = threading.Condition(threading.RLock())
+        self._sink = sink
+        self.cond = cond
+        self._local = local_offsets
+        self._offsets = OffsetCommitter(instance, config.group, cond, local_offsets)
         self._states: dict[MessageQueue, QueueState] = {}
         self._revoked: list[QueueState] = []  # offsets still to commit
-        self._buffer = PullBuffer()
+        self._paused: set[MessageQueue] = set()
         self._closed = False
 
     # ---- assignment ----
@@ -87,26 +129,68 @@ class Puller:
         with self.cond:
             return {q.topic for q in self._states}
 
-    def assign(self, wanted: dict[MessageQueue, str], keep_topics: set[str]) -> None:
+    def states(self) -> list[QueueState]:
+        with self.cond:
+            return list(self._states.values())
+
+    def state(self, queue: MessageQueue) -> QueueState | None:
+        with self.cond:
+            return self._states.get(queue)
+
+    def assign(self, wanted: dict[MessageQueue, str], keep_topics: set[str]) -> list[QueueState]:
         """Pulls exactly the `wanted` queues (with their tag expressions); queues of
-        `keep_topics` stay even if not wanted (their route is unknown for now)."""
+        `keep_topics` stay even if not wanted (their route is unknown for now). Returns the
+        states dropped (their offsets are committed by the next commit())."""
         added: list[QueueState] = []
+        removed: list[QueueState] = []
         with self.cond:
             for queue, state in list(self._states.items()):
                 if queue not in wanted and queue.topic not in keep_topics:
                     state.dropped = True
                     del self._states[queue]
                     self._revoked.append(state)
+                    removed.append(state)
             for queue, expression in wanted.items():
                 current = self._states.get(queue)
                 if current is None:
                     fresh = QueueState.create(queue, expression)
+                    fresh.paused = queue in self._paused
                     self._states[queue] = fresh
                     added.append(fresh)
                 elif current.expression != expression:
                     current.expression, current.tags = expression, parse_tags(expression)
         for state in added:
             self._resolve_offset(state, state.generation)
+        return removed
+
+    def pause(self, queues: list[MessageQueue]) -> None:
+        """No more pulls for these queues until resume(); kept across reassignments."""
+        with self.cond:
+            self._paused.update(queues)
+            for queue in queues:
+                state = self._states.get(queue)
+                if state is not None:
+                    state.paused = True
+
+    def resume(self, queues: list[MessageQueue]) -> None:
+        with self.cond:
+            self._paused.difference_update(queues)
+            states = [self._states[q] for q in queues if q in self._states]
+            for state in states:
+                state.paused = False
+            self.cond.notify_all()
+        for state in states:
+            self._pull(state)
+
+    def paused(self) -> list[MessageQueue]:
+        with self.cond:
+            return sorted(self._paused)
+
+    def stop(self) -> None:
+        """No more pulls; states stay for a last commit()."""
+        with self.cond:
+            self._closed = True
+            self.cond.notify_all()
 
     def close(self) -> None:
         with self.cond:
@@ -114,28 +198,42 @@ class Puller:
             for state in self._states.values():
                 state.dropped = True
             self._states.clear()
-            self._buffer.batches.clear()
             self.cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     # ---- starting offsets ----
 
     def _resolve_offset(self, state: QueueState, gen: int) -> None:
         """The group's committed offset, else where consume_from says."""
         q = state.queue
+        if self._local is not None:
+            offset = self._local.read(q)
+            if offset is None:
+                self._ask(state, gen, self._start_request(q), self._on_start_offset)
+            else:
+                self._begin(state, gen, offset, committed=True)
+            return
         body = QueryConsumerOffsetRequest(self._config.group, q.topic, q.queue_id)
         self._ask(state, gen, body, self._on_committed_offset)
+
+    def _start_request(self, q: MessageQueue) -> OffsetRequest:
+        """Where a group without an offset starts. A retry topic holds only this group's
+        failed messages: always from its start, so none is skipped."""
+        config = self._config
+        if config.consume_from is ConsumeFromWhere.FIRST_OFFSET or q.topic.startswith(RETRY_PREFIX):
+            return GetMinOffsetRequest(topic=q.topic, queue_id=q.queue_id)
+        if config.consume_from is ConsumeFromWhere.TIMESTAMP:
+            return SearchOffsetByTimestampRequest(q.topic, q.queue_id, config.consume_timestamp_ms)
+        return GetMaxOffsetRequest(topic=q.topic, queue_id=q.queue_id)
 
     def _on_committed_offset(self, state: QueueState, gen: int, future: Future[Result]) -> None:
         try:
             offset = expect(future.result(), OffsetReply).offset
         except QueryNotFoundError:
-            q = state.queue
-            body: OffsetRequest
-            if self._config.consume_from is ConsumeFromWhere.FIRST_OFFSET:
-                body = GetMinOffsetRequest(topic=q.topic, queue_id=q.queue_id)
-            else:
-                body = GetMaxOffsetRequest(topic=q.topic, queue_id=q.queue_id)
-            self._ask(state, gen, body, self._on_start_offset)
+            self._ask(state, gen, self._start_request(state.queue), self._on_start_offset)
             return
         except FerryError as err:
             self._backoff(state, gen, err)
@@ -169,8 +267,13 @@ class Puller:
             if state.dropped or gen != state.generation:
                 return
             state.pull_offset = state.consume_offset = offset
-            # A start from consume_from is committed too, so that a restart resumes here.
+            self._sink.skip(state, offset)
             state.committed_offset = offset if committed else -1
+        if not committed:
+            # A start from consume_from is committed at once: a member that takes the queue
+            # over in a rebalance, or this one after a restart, resumes here instead of
+            # applying consume_from again (and skipping what arrived meanwhile).
+            self._offsets.commit_start(state, offset)
         self._pull(state)
 
     # ---- pulling ----
@@ -180,8 +283,10 @@ class Puller:
         with self.cond:
             if self._closed or state.dropped or state.in_flight or state.pull_offset < 0:
                 return
-            if state.buffered >= config.threshold_per_queue:
-                state.flow_paused = True  # take() restarts it
+            if state.paused:
+                return  # resume() pulls again
+            if self._sink.full(state):
+                state.flow_paused = True  # resume_flow() restarts it
                 return
             gen = state.generation
             addr = self._inst.routes.addr_of(state.queue.broker_name, read=True)
@@ -189,6 +294,14 @@ class Puller:
                 self._backoff(state, gen, BrokerNotExistError(f"no broker for {state.queue}"))
                 return
             q = state.queue
+            commit = -1
+            if (
+                config.piggyback_commit
+                and self._local is None
+                and 0 <= state.consume_offset != state.committed_offset
+                and addr == self._inst.routes.addr_of(q.broker_name)  # only masters keep offsets
+            ):
+                commit = state.consume_offset
             body = PullMessageRequest(
                 consumer_group=config.group,
                 topic=q.topic,
@@ -197,15 +310,18 @@ class Puller:
                 max_msgs=config.batch_size,
                 suspend_ms=config.suspend_ms,
                 expression=state.expression,
+                commit_offset=commit,
             )
             state.in_flight = True
         started = time.monotonic()
         future = self._inst.connection(addr).submit(
             body, timeout_s=config.suspend_ms / 1000 + SUSPEND_GRACE_S
         )
-        future.add_done_callback(lambda f: self._on_pull(state, gen, started, f))
+        future.add_done_callback(lambda f: self._on_pull(state, gen, started, f, commit))
 
-    def _on_pull(self, state: QueueState, gen: int, started: float, future: Future[Result]) -> None:
+    def _on_pull(
+        self, state: QueueState, gen: int, started: float, future: Future[Result], commit: int
+    ) -> None:
         try:
             result = future.result()
             reply = expect(result, PullMessageReply)
@@ -220,18 +336,20 @@ class Puller:
             return
         delay = 0.0
         with self.cond:
+            if commit >= 0 and state.committed_offset < commit:
+                state.committed_offset = commit  # the broker took it with the pull
             if state.dropped or gen != state.generation:
                 return
             state.in_flight = False
             status = reply.status
             if status == PullStatus.FOUND and reply.count > 0 and result[1]:
-                self._buffer.add(
+                state.pull_offset = reply.next_begin_offset
+                self._sink.add(
                     PulledBatch(state, gen, result[1], reply.count, reply.next_begin_offset)
                 )
-                state.pull_offset = reply.next_begin_offset
-                self.cond.notify_all()
             elif status in (PullStatus.FOUND, PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
-                state.skip_to(reply.next_begin_offset)
+                state.pull_offset = reply.next_begin_offset
+                self._sink.skip(state, reply.next_begin_offset)
                 if status == PullStatus.NO_NEW_MSG and time.monotonic() - started < FAST_EMPTY_S:
                     delay = EMPTY_PULL_DELAY_S
             elif status == PullStatus.OFFSET_ILLEGAL:
@@ -243,7 +361,8 @@ class Puller:
                     reply.max_offset,
                     reply.next_begin_offset,
                 )
-                state.skip_to(reply.next_begin_offset)
+                state.pull_offset = reply.next_begin_offset
+                self._sink.skip(state, reply.next_begin_offset)
             else:
                 log.warning("%s: unknown pull status %d", state.queue, status)
                 delay = PULL_BACKOFF_S
@@ -275,61 +394,24 @@ class Puller:
         else:
             self._pull(state)
 
-    # ---- handing over, committing, seeking ----
+    # ---- flow control, committing, seeking ----
 
-    def take(self, timeout: float, max_messages: int) -> list[PulledBatch]:
-        """Waits up to `timeout` s for pulled batches and hands them over: their messages
-        count as consumed from now on."""
-        deadline = time.monotonic() + max(0.0, timeout)
-        resume: list[QueueState] = []
+    def resume_flow(self, state: QueueState) -> None:
+        """The sink consumed some of a queue: pull again if flow control had paused it."""
         with self.cond:
-            while not self._buffer.ready():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._closed:
-                    return []
-                self.cond.wait(remaining)
-            batches = self._buffer.take(max_messages)
-            for batch in batches:
-                state = batch.state
-                # All pulled data handed over: what was skipped after it counts as consumed.
-                state.consume_offset = (
-                    state.pull_offset if state.batches == 0 else batch.next_begin_offset
-                )
-                if state.flow_paused and state.buffered < self._config.threshold_per_queue:
-                    state.flow_paused = False
-                    resume.append(state)
-        for state in resume:
-            self._pull(state)
-        return batches
+            if not state.flow_paused or self._sink.full(state):
+                return
+            state.flow_paused = False
+        self._pull(state)
 
     def commit(self) -> list[FerryError]:
         """Sends the consume offsets that moved (one request per broker); the errors."""
-        inst = self._inst
         with self.cond:
             by_broker = commit_entries([*self._states.values(), *self._revoked])
             self._revoked.clear()
-        errors: list[FerryError] = []
-        sent: list[tuple[Future[Result], list[tuple[QueueState, int]]]] = []
-        for broker, entries in by_broker.items():
-            addr = inst.routes.addr_of(broker)
-            if addr is None:
-                errors.append(BrokerNotExistError(f"no master address for broker {broker}"))
-                continue
-            body = UpdateConsumerOffsetRequest(
-                consumer_group=self._config.group, entries=offset_entries(entries)
-            )
-            sent.append((inst.connection(addr).submit(body, timeout_s=inst.api_timeout_s), entries))
-        for future, entries in sent:
-            try:
-                wait(future, inst.api_timeout_s)
-            except FerryError as err:
-                errors.append(err)
-                with self.cond:  # revoked queues are not retried by anything else
-                    self._revoked.extend(s for s, _ in entries if s.dropped)
-                continue
-            with self.cond:
-                for state, offset in entries:
-                    state.committed_offset = offset
+        errors, failed = self._offsets.commit(by_broker)
+        with self.cond:  # revoked queues are not retried by anything else
+            self._revoked.extend(s for s, _ in failed if s.dropped)
         return errors
 
     def seek(self, queue: MessageQueue, offset: int) -> None:

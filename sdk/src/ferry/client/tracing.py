@@ -148,6 +148,41 @@ class Tracing:
         except Exception:
             log.debug("receive span not recorded", exc_info=True)
 
+    def start_process(
+        self, group: str, msgs: Sequence[MessageExt], model: str
+    ) -> trace.Span | None:
+        """A CONSUMER span `process {topic}` around a push listener's call, linked to each
+        message's creation context; end it with end(span, error)."""
+        if not self.enabled or not msgs:
+            return None
+        try:
+            topic = msgs[0].topic
+            links = []
+            for msg in msgs:
+                if "traceparent" in msg.properties:
+                    ctx = propagate.extract(msg.properties)
+                    span_ctx = trace.get_current_span(ctx).get_span_context()
+                    if span_ctx.is_valid:
+                        links.append(Link(span_ctx))
+            attributes: dict[str, str | int] = {
+                "messaging.system": SYSTEM,
+                "messaging.destination.name": topic,
+                "messaging.operation.name": "process",
+                "messaging.operation.type": "process",
+                "messaging.consumer.group.name": group,
+                "messaging.batch.message_count": len(msgs),
+                "messaging.rocketmq.consumption_model": model.lower(),
+            }
+            if len(msgs) == 1:
+                attributes["messaging.message.id"] = msgs[0].msg_id
+                attributes["messaging.rocketmq.message.reconsume_times"] = msgs[0].reconsume_times
+            return self._tracer.start_span(
+                f"process {topic}", kind=SpanKind.CONSUMER, links=links, attributes=attributes
+            )
+        except Exception:
+            log.debug("process span not started", exc_info=True)
+            return None
+
 
 def _message_type(msg: Message) -> str:
     if msg.delay_level > 0 or msg.deliver_at_ms is not None:

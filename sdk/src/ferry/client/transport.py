@@ -8,6 +8,13 @@ which its Future fails with RequestTimeoutError, whatever happens to the peer.
 
 Future callbacks run on the I/O thread: they must be quick and must never wait on a Future of
 the same connection.
+
+A peer may also send notices unasked (a ReplyEnvelope with id 0, e.g. the broker's
+ConsumerIdsChangedNotice); they go to the connection's `on_notice` callback, on the I/O thread.
+Requests go out only on a completed connection (ZMQ_IMMEDIATE): while a peer is unreachable
+(it went away, or refuses connections) they fail at once with ConnectionFailedError rather
+than wait out their timeout in a queue nobody reads, and none is delivered late after its
+caller gave up. A producer then retries on another broker within its send timeout.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, NamedTuple, TypeVar, cast
@@ -43,6 +51,7 @@ log = logging.getLogger("ferry.client.transport")
 Payload = list[Any]
 Result = tuple[AnyReply, Payload]
 R = TypeVar("R", bound=Reply)
+NoticeCallback = Callable[[str, AnyReply], None]  # (peer address, notice)
 
 DEFAULT_TIMEOUT_S = 3.0
 READ_BATCH = 256  # replies read in a row before submissions get a turn
@@ -127,8 +136,16 @@ class _Waker:
 class Connection:
     """One DEALER to one address, driven by its own I/O thread."""
 
-    def __init__(self, address: str, *, context: zmq.Context[Any] | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        *,
+        context: zmq.Context[Any] | None = None,
+        on_notice: NoticeCallback | None = None,
+    ) -> None:
         self.address = address
+        self._on_notice = on_notice
+        self._down = False  # the peer went away and ZeroMQ has not reconnected yet (I/O thread)
         self._own_context = context is None
         self._ctx: zmq.Context[Any] = zmq.Context() if context is None else context
         self._queue: collections.deque[_Submission] = collections.deque()
@@ -226,12 +243,15 @@ class Connection:
         sock: zmq.Socket[Any] = self._ctx.socket(zmq.DEALER)
         sock.linger = 0
         sock.sndhwm = SEND_HWM
+        sock.immediate = True  # queue only on completed connections
         codec = RequestCodec()
         ids = itertools.count(1)
         poller = zmq.Poller()
         # ZeroMQ reconnects silently; the monitor tells us the peer went away, so that requests
         # it will never answer fail now rather than at their deadline.
-        monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        monitor = sock.get_monitor_socket(
+            zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED
+        )
         try:
             sock.connect(endpoint_of(self.address))
             poller.register(sock, POLLIN)
@@ -248,13 +268,15 @@ class Connection:
                 flags = events.get(sock, 0)
                 if flags & POLLIN:
                     self._read_replies(sock, codec)
+                if monitor in events:
+                    self._on_monitor(monitor)
+                if self._queue and self._down:
+                    self._fail_queued(ConnectionFailedError(f"{self.address} is not connected"))
                 if self._queue and (not blocked or flags & POLLOUT):
                     now_blocked = not self._send_queued(sock, codec, ids)
                     if now_blocked != blocked:
                         blocked = now_blocked
                         poller.modify(sock, POLLIN | (POLLOUT if blocked else 0))
-                if monitor in events:
-                    self._on_monitor(monitor)
                 if self._deadlines:
                     self._expire(time.monotonic())
                 if blocked:
@@ -328,6 +350,9 @@ class Connection:
             except FrameError as exc:
                 log.warning("undecodable reply from %s: %s", self.address, exc.error)
                 continue
+            if env.id == 0:
+                self._notice(env.body)
+                continue
             entry = self._pending.pop(env.id, None)
             if entry is None:
                 continue  # timed out already
@@ -339,10 +364,24 @@ class Connection:
                 with contextlib.suppress(InvalidStateError):  # cancelled by its caller
                     future.set_result((body, payload))
 
+    def _notice(self, body: AnyReply) -> None:
+        if self._on_notice is None:
+            return
+        try:
+            self._on_notice(self.address, body)
+        except Exception:
+            log.exception("notice handler failed for %s from %s", type(body).__name__, self.address)
+
     def _on_monitor(self, monitor: zmq.Socket[Any]) -> None:
         while int(monitor.get(EVENTS)) & POLLIN:
             event = cast(dict[str, Any], recv_monitor_message(monitor, NOBLOCK))
-            if event["event"] == zmq.EVENT_DISCONNECTED and self._pending:
+            if event["event"] == zmq.EVENT_CONNECTED:
+                self._down = False
+                continue
+            self._down = True  # disconnected, or a connection attempt failed
+            if event["event"] != zmq.EVENT_DISCONNECTED:
+                continue
+            if self._pending:
                 log.info("%s disconnected: failing %d requests", self.address, len(self._pending))
                 err = ConnectionFailedError(f"connection to {self.address} was lost")
                 pending = list(self._pending.values())
@@ -423,8 +462,9 @@ def expect(result: Result, cls: type[R]) -> R:
 class ConnectionPool:
     """Connections by address, sharing one ZeroMQ context; one pool per client."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_notice: NoticeCallback | None = None) -> None:
         self._ctx: zmq.Context[Any] = zmq.Context()
+        self._on_notice = on_notice
         self._lock = threading.Lock()
         self._conns: dict[str, Connection] = {}
         self._closed = False
@@ -440,7 +480,7 @@ class ConnectionPool:
             if conn is None or conn.closed:
                 if conn is not None:
                     conn.close()
-                conn = Connection(address, context=self._ctx)
+                conn = Connection(address, context=self._ctx, on_notice=self._on_notice)
                 self._conns[address] = conn
             return conn
 

@@ -11,6 +11,7 @@ from enum import IntEnum
 class RequestCode(IntEnum):
     SEND_MESSAGE = 10
     PULL_MESSAGE = 11
+    QUERY_MESSAGE = 12
     QUERY_CONSUMER_OFFSET = 14
     UPDATE_CONSUMER_OFFSET = 15
     UPDATE_AND_CREATE_TOPIC = 17
@@ -33,6 +34,7 @@ class RequestCode(IntEnum):
     GET_BROKER_CLUSTER_INFO = 106
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     GET_TOPIC_STATS_INFO = 202
+    QUERY_TOPIC_CONSUME_BY_WHO = 300
     SEND_BATCH_MESSAGE = 320
     DELETE_EXPIRED_COMMITLOG = 329
     # Ferry-only: health and the broker-internal store protocol.
@@ -42,6 +44,10 @@ class RequestCode(IntEnum):
     STORE_QUEUE_OFFSETS = 10003
     STORE_READ_LOG = 10004
     STORE_STATUS = 10005
+    # Ferry-only: the index service's own requests.
+    INDEX_QUERY = 10020
+    INDEX_STATUS = 10021
+    INDEX_REBUILD = 10022
 
 
 class ResponseCode(IntEnum):

@@ -360,6 +360,9 @@ class StoreReadLogReply(Reply, frozen=True, tag="store_read_log_reply"):
     next_offset: int  # where the next read starts; == max_offset when caught up
     min_offset: int
     max_offset: int
+    # where the log ended after this store process's start-up recovery: records a subscriber
+    # applied past it before the restart were lost (a torn tail); it drops them, reads again
+    recovered_offset: int = 0
 
 
 class StoreStatusRequest(Request, frozen=True, tag="store_status"):
@@ -372,6 +375,9 @@ class StoreStatusReply(Reply, frozen=True, tag="store_status_reply"):
     flushed_offset: int
     topics: int
     queues: int
+    recovered_offset: int = 0  # as in StoreReadLogReply
+    log_syncs: int = 0  # flushes of the CommitLog since start (group commits share one)
+    disk_full: bool = False  # above diskSpaceWarningLevelRatio: puts are refused
 
 
 class DispatchNotice(msgspec.Struct, frozen=True, tag="dispatch", tag_field="t"):
@@ -459,6 +465,95 @@ class ConsumerIdsChangedNotice(Reply, frozen=True, tag="consumer_ids_changed"):
     consumer_group: str
 
 
+# ---- message queries and the index service --------------------------------------------------
+
+# end_ms of a query that wants everything up to now
+MAX_QUERY_MS = (1 << 63) - 1
+
+
+class QueryMessageRequest(Request, frozen=True, tag="query_message"):
+    """Messages of `topic` carrying `key` in KEYS (or, with `unique`, whose UNIQ_KEY is `key`),
+    stored within [begin_ms, end_ms]; newest first, at most max_num. Served by remoting from
+    its broker's index."""
+
+    code = RequestCode.QUERY_MESSAGE
+    topic: str
+    key: str
+    unique: bool = False
+    begin_ms: int = 0
+    end_ms: int = MAX_QUERY_MS
+    max_num: int = 32
+
+
+class QueryMessageReply(Reply, frozen=True, tag="query_message_reply"):
+    """Payload: one frame of `count` stored records, newest first (none: no frame content)."""
+
+    count: int
+    index_offset: int = 0  # CommitLog offset below which the index has every record
+    index_last_ms: int = 0  # store time of the newest indexed key (-1: empty index)
+
+
+class IndexHit(msgspec.Struct, frozen=True, array_like=True):
+    phys_offset: int
+    store_ms: int
+
+
+class IndexQueryRequest(Request, frozen=True, tag="index_query"):
+    """The index's entries of one key: CommitLog offsets and store times, newest first."""
+
+    code = RequestCode.INDEX_QUERY
+    topic: str
+    key: str
+    unique: bool = False
+    begin_ms: int = 0
+    end_ms: int = MAX_QUERY_MS
+    max_num: int = 32
+
+
+class IndexQueryReply(Reply, frozen=True, tag="index_query_reply"):
+    hits: list[IndexHit]
+    applied_offset: int = 0
+    last_store_ms: int = -1
+
+
+class IndexStatusRequest(Request, frozen=True, tag="index_status"):
+    code = RequestCode.INDEX_STATUS
+
+
+class IndexStatusReply(Reply, frozen=True, tag="index_status_reply"):
+    applied_offset: int  # every CommitLog record below it is indexed
+    files: int
+    entries: int
+    first_phys: int = -1  # CommitLog offset of the oldest indexed record
+    last_store_ms: int = -1
+    store_min_offset: int = 0  # the store's CommitLog, as last seen
+    store_max_offset: int = 0
+    caught_up: bool = False  # applied_offset reached store_max_offset when last asked
+    rebuilding: bool = False
+    rebuild_offset: int = 0  # how far a running rebuild has come
+
+
+class IndexRebuildRequest(Request, frozen=True, tag="index_rebuild"):
+    """Rebuilds the index from the CommitLog beside the live one, then swaps them."""
+
+    code = RequestCode.INDEX_REBUILD
+
+
+# ---- consumer groups (producers and consumers) ---------------------------------------------
+
+
+class QueryTopicConsumeByWhoRequest(Request, frozen=True, tag="query_topic_consume_by_who"):
+    """The consumer groups of a topic on this broker: groups with a live member subscribed to
+    it, and groups with a committed offset on it."""
+
+    code = RequestCode.QUERY_TOPIC_CONSUME_BY_WHO
+    topic: str
+
+
+class GroupListReply(Reply, frozen=True, tag="group_list"):
+    groups: list[str]
+
+
 AnyRequest: TypeAlias = (
     PingRequest
     | RegisterBrokerRequest
@@ -490,6 +585,11 @@ AnyRequest: TypeAlias = (
     | ConsumerSendMsgBackRequest
     | LockBatchRequest
     | UnlockBatchRequest
+    | QueryMessageRequest
+    | IndexQueryRequest
+    | IndexStatusRequest
+    | IndexRebuildRequest
+    | QueryTopicConsumeByWhoRequest
 )
 
 AnyReply: TypeAlias = (
@@ -515,6 +615,10 @@ AnyReply: TypeAlias = (
     | ViewMessageReply
     | LockBatchReply
     | ConsumerIdsChangedNotice
+    | QueryMessageReply
+    | IndexQueryReply
+    | IndexStatusReply
+    | GroupListReply
 )
 
 

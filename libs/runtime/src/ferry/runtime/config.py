@@ -90,6 +90,14 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
     # internal endpoints between the broker's services; empty: derived from the store path
     store_endpoint: str = ""
     store_feed_endpoint: str = ""
+    # the index service's endpoint (QUERY_MESSAGE); empty: queries by key are not served
+    index_endpoint: str = ""
+    # broker-store retention and disk guard (RocketMQ's diskSpaceWarningLevelRatio: above it,
+    # writes are refused; cleanResourceInterval: how often retention runs)
+    disk_space_warning_level_ratio: int = 90
+    clean_resource_interval: int = 10_000
+    # testing knob: a used-disk percentage that replaces the measured one (-1: measure)
+    disk_used_ratio_override: int = -1
 
     @property
     def store_root(self) -> Path:

@@ -7,6 +7,7 @@ what users run. Services are started by module (`python -m ferry.store`), never 
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import signal
 import subprocess
@@ -15,13 +16,19 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
 
 from ferry.protocol.errors import FerryError
+from ferry.protocol.framing import RequestCodec, RequestEnvelope
+from ferry.protocol.messages import ClusterInfoReply, GetClusterInfoRequest
 
 MODULES = {
     "namesrv": "ferry.namesrv",
     "broker-store": "ferry.store",
     "broker-remoting": "ferry.remoting",
+    "index": "ferry.index",
 }
 
 LineSink = Callable[[str, str], None]
@@ -181,7 +188,8 @@ def start_broker_services(
     sink: LineSink | None = None,
     store_endpoint: str = "tcp://127.0.0.1:0",
 ) -> None:
-    """Starts broker-store then broker-remoting wired to it, appending them to `cluster`."""
+    """Starts broker-store, the index (following the store's feed) and broker-remoting wired
+    to both, appending them to `cluster`."""
     base = {"storePathRootDir": store_root, **(overrides or {})}
     store = start_service(
         "broker-store",
@@ -194,6 +202,21 @@ def start_broker_services(
     )
     cluster.processes.append(store)
     cluster.store_endpoint = store.endpoints["endpoint"]
+    index = start_service(
+        "index",
+        service_args(
+            conf_file,
+            {
+                **base,
+                "storeEndpoint": cluster.store_endpoint,
+                "storeFeedEndpoint": store.endpoints["feed"],
+                "indexEndpoint": "tcp://127.0.0.1:0",
+            },
+        ),
+        env=env,
+        sink=sink,
+    )
+    cluster.processes.append(index)
     remoting = start_service(
         "broker-remoting",
         service_args(
@@ -201,6 +224,7 @@ def start_broker_services(
             {
                 **base,
                 "storeEndpoint": cluster.store_endpoint,
+                "indexEndpoint": index.endpoints["endpoint"],
                 "namesrvAddr": namesrv_addr,
                 "listenPort": str(broker_port),
             },
@@ -210,6 +234,42 @@ def start_broker_services(
     )
     cluster.processes.append(remoting)
     cluster.broker_addr = remoting.endpoints["addr"]
+    if namesrv_addr:
+        wait_registered(namesrv_addr.split(";", maxsplit=1)[0], cluster.broker_addr)
+
+
+def wait_registered(namesrv_addr: str, broker_addr: str, timeout: float = 20.0) -> None:
+    """Waits until the name server routes to broker_addr, so that a cluster reported ready
+    is one clients can use at once (registration runs after remoting's READY). A name server
+    that does not answer at all is not waited for: the broker registers when it comes."""
+    ctx: zmq.Context[Any] = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.linger = 0
+    sock.connect(f"tcp://{namesrv_addr}")
+    codec = RequestCodec()
+    started = time.monotonic()
+    deadline = started + timeout
+    answered = False
+    try:
+        for rid in itertools.count(1):
+            sock.send_multipart(codec.request_frames(RequestEnvelope(rid, GetClusterInfoRequest())))
+            if sock.poll(500):
+                answered = True
+                env, _ = codec.decode_reply(sock.recv_multipart()[1:])
+                if isinstance(env.body, ClusterInfoReply) and any(
+                    broker_addr in data.broker_addrs.values() for data in env.body.brokers.values()
+                ):
+                    return
+            if not answered and time.monotonic() - started > 2.0:
+                return
+            if time.monotonic() > deadline:
+                raise LaunchError(
+                    f"broker {broker_addr} did not register with {namesrv_addr} in {timeout:.0f}s"
+                )
+            time.sleep(0.05)  # between polls of a deadline-bounded wait
+    finally:
+        sock.close()
+        ctx.term()
 
 
 def start_local_cluster(

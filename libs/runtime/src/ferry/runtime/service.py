@@ -13,8 +13,10 @@ import itertools
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
@@ -49,6 +51,17 @@ MAX_POLL_MS = 200
 
 def error_reply(err: FerryError) -> ErrorReply:
     return ErrorReply(code=int(err.code), message=err.message, retriable=err.retriable)
+
+
+@dataclass(frozen=True)
+class ReturnAddress:
+    """Where a request came from: enough to send that client something later, unasked."""
+
+    socket: Any
+    routing: tuple[Any, ...]
+
+
+NOTICE_ID = 0  # the correlation id of messages a service sends unasked
 
 
 class Call:
@@ -102,6 +115,10 @@ class Call:
 
     def fail(self, err: FerryError) -> None:
         self.reply(error_reply(err))
+
+    @property
+    def return_address(self) -> ReturnAddress:
+        return ReturnAddress(self._socket, tuple(self.routing))
 
 
 class Peer:
@@ -207,6 +224,7 @@ class Service:
         self._stop_hooks: list[Callable[[], None]] = []
         self._after_poll: list[Callable[[], None]] = []
         self._stopping = False
+        self._signals_installed = False
         self._bad_frames = 0
         self.busy_exempt: set[type[Any]] = {PingRequest}
 
@@ -219,6 +237,9 @@ class Service:
         sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
         bound = bind(sock, endpoint)
         self.add_reader(sock, self._on_router)
+        if threading.current_thread() is threading.main_thread():
+            # before the READY line goes out: a SIGTERM right after it must stop us cleanly
+            self._install_signals()
         return bound
 
     def bind_pub(self, endpoint: str, hwm: int = 1000) -> tuple[zmq.Socket[Any], str]:
@@ -261,7 +282,7 @@ class Service:
 
     def run(self, *, handle_signals: bool = True) -> None:
         """Serves until stop() or SIGTERM/SIGINT (signals only from the main thread)."""
-        if handle_signals:
+        if handle_signals and not self._signals_installed:
             self._install_signals()
         parent = os.environ.get("FERRY_PARENT_PID")
         if parent and parent.isdigit():
@@ -286,6 +307,8 @@ class Service:
         self._stopping = True
 
     def _install_signals(self) -> None:
+        self._signals_installed = True
+
         def handler(signum: int, _frame: Any) -> None:
             log.info("%s: signal %d, stopping", self.name, signum)
             self._stopping = True
@@ -392,6 +415,10 @@ class Service:
             sock.send_multipart(frames, copy=False)
         except zmq.ZMQError as exc:
             log.warning("%s: reply not sent: %s", self.name, exc)
+
+    def notify(self, to: ReturnAddress, body: AnyReply) -> None:
+        """Sends a client a message it did not ask for (a ReplyEnvelope with id NOTICE_ID)."""
+        self.send_reply(to.socket, list(to.routing), NOTICE_ID, body)
 
     def run_callback(self, callback: ReplyCallback, body: AnyReply, payload: Payload) -> None:
         try:

@@ -18,6 +18,8 @@ import zmq
 from ferry.protocol.errors import ConfigError
 from ferry.protocol.messages import (
     AnyReply,
+    ConsumerSendMsgBackRequest,
+    DeleteExpiredCommitLogRequest,
     GetAllTopicConfigRequest,
     GetBrokerRuntimeInfoRequest,
     GetConsumerListByGroupRequest,
@@ -25,25 +27,36 @@ from ferry.protocol.messages import (
     GetMinOffsetRequest,
     GetTopicStatsRequest,
     HeartbeatRequest,
+    LockBatchRequest,
     PingRequest,
     PongReply,
     PullMessageRequest,
     QueryConsumerOffsetRequest,
+    QueryTopicConsumeByWhoRequest,
     RegisterBrokerRequest,
+    SearchOffsetByTimestampRequest,
     SendMessageRequest,
+    UnlockBatchRequest,
     UnregisterBrokerRequest,
     UnregisterClientRequest,
     UpdateConsumerOffsetRequest,
     UpdateTopicRequest,
+    ViewMessageRequest,
 )
 from ferry.remoting.admin import AdminProcessor, BrokerIdentity
 from ferry.remoting.client_table import ClientTable
-from ferry.remoting.consumer_manage import ConsumerManager
+from ferry.remoting.consumer_manage import ConsumerManager, GroupCoordination
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
+from ferry.remoting.group_topics import GroupTopics
+from ferry.remoting.member_notices import MemberNotifier
+from ferry.remoting.message_query import wire_message_queries
 from ferry.remoting.pull import PullProcessor
+from ferry.remoting.queue_locks import QueueLockProcessor, QueueLockTable
 from ferry.remoting.registration import NamesrvRegistrar, parse_namesrv_addr, register_period_s
 from ferry.remoting.send import SendProcessor
+from ferry.remoting.send_back import SendBackProcessor
 from ferry.remoting.stats import BrokerStats, now_ms
+from ferry.remoting.store_queries import StoreQueryProcessor
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
 from ferry.runtime.config import BrokerConfig
@@ -143,7 +156,11 @@ class RemotingApp:
         topics_changed = self._topics_changed
         send = SendProcessor(config, self.topics, store, self.stats, self.addr, topics_changed)
         pull = PullProcessor(config, self.topics, self.groups, self.offsets, store, self.stats)
-        consumers = ConsumerManager(self.clients, self.groups, self.offsets, store)
+        group_topics = GroupTopics(self.topics, topics_changed)
+        locks = QueueLockTable()
+        coordination = GroupCoordination(MemberNotifier(service), locks, group_topics)
+        consumers = ConsumerManager(self.clients, self.groups, self.offsets, store, coordination)
+        self.consumers = consumers
         identity = BrokerIdentity(
             cluster=config.broker_cluster_name,
             broker_name=config.broker_name,
@@ -172,10 +189,21 @@ class RemotingApp:
         service.on(UpdateConsumerOffsetRequest, consumers.update_offset)
         service.on(GetMaxOffsetRequest, consumers.max_offset)
         service.on(GetMinOffsetRequest, consumers.min_offset)
+        service.on(QueryTopicConsumeByWhoRequest, consumers.groups_of_topic)
+        send_back = SendBackProcessor(self.groups, group_topics, store, self.addr, self.stats)
+        service.on(ConsumerSendMsgBackRequest, send_back.handle)
+        lock_processor = QueueLockProcessor(locks)
+        service.on(LockBatchRequest, lock_processor.lock)
+        service.on(UnlockBatchRequest, lock_processor.unlock)
         service.on(UpdateTopicRequest, admin.update_topic)
         service.on(GetAllTopicConfigRequest, admin.all_topic_configs)
         service.on(GetTopicStatsRequest, admin.topic_stats)
         service.on(GetBrokerRuntimeInfoRequest, admin.runtime_info)
+        queries = StoreQueryProcessor(self.topics, store)
+        service.on(SearchOffsetByTimestampRequest, queries.search_offset)
+        service.on(ViewMessageRequest, queries.view_message)
+        service.on(DeleteExpiredCommitLogRequest, queries.delete_expired)
+        wire_message_queries(service, store, config)
 
     # ---- start-up ----
 
@@ -218,7 +246,7 @@ class RemotingApp:
         self.offsets.persist_if_dirty()
 
     def _expire_clients(self) -> None:
-        for client_id in self.clients.expire(now_ms()):
+        for client_id in self.consumers.expire_clients(now_ms()):
             log.info(
                 "client %s sent no heartbeat for %d s; dropped",
                 client_id,

@@ -3,7 +3,8 @@ and ConsumerManager in one table).
 
 A heartbeat carries everything a client instance runs, so it replaces what the table knew of
 that client. A client silent for 120 s (RocketMQ's channelExpiredTimeout) is dropped, which is
-what makes a dead consumer's queues go to the others at the next rebalance.
+what makes a dead consumer's queues go to the others at the next rebalance. Every change says
+which consumer groups gained or lost a member, so that their members can be told at once.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class ClientTable:
         producer_groups: Iterable[str],
         consumers: Iterable[ConsumerData],
         now_ms: int,
-    ) -> None:
+    ) -> set[str]:
+        """Records what the client runs now; returns the consumer groups it joined or left."""
         if not client_id or len(client_id) > MAX_CLIENT_ID_LENGTH:
             raise InvalidParameterError(
                 f"client id must be 1..{MAX_CLIENT_ID_LENGTH} characters long"
@@ -53,34 +55,42 @@ class ClientTable:
         by_group = {c.group: c for c in consumers}
         for group in producers | by_group.keys():
             check_group(group)
+        old = self._clients.get(client_id)
+        before = set(old.consumers) if old is not None else set()
         self._clients[client_id] = ClientInfo(client_id, now_ms, producers, by_group)
+        return before ^ by_group.keys()
 
     def unregister(
         self, client_id: str, producer_group: str = "", consumer_group: str = ""
-    ) -> None:
-        """Drops the named groups of a client, or the whole client when none is named."""
+    ) -> set[str]:
+        """Drops the named groups of a client, or the whole client when none is named; returns
+        the consumer groups it left."""
         info = self._clients.get(client_id)
         if info is None:
-            return
+            return set()
         if not producer_group and not consumer_group:
             del self._clients[client_id]
-            return
+            return set(info.consumers)
+        left: set[str] = set()
         if producer_group:
             info.producer_groups = info.producer_groups - {producer_group}
-        if consumer_group:
-            info.consumers.pop(consumer_group, None)
+        if consumer_group and info.consumers.pop(consumer_group, None) is not None:
+            left.add(consumer_group)
         if not info.producer_groups and not info.consumers:
             del self._clients[client_id]
+        return left
 
     def expire(self, now_ms: int) -> list[str]:
         """Removes clients silent for longer than expire_ms; returns their ids."""
+        return [info.client_id for info in self.drop_silent(now_ms)]
+
+    def drop_silent(self, now_ms: int) -> list[ClientInfo]:
+        """Removes clients silent for longer than expire_ms; returns what they ran."""
         gone = [
-            cid
-            for cid, info in self._clients.items()
-            if now_ms - info.last_seen_ms > self.expire_ms
+            info for info in self._clients.values() if now_ms - info.last_seen_ms > self.expire_ms
         ]
-        for cid in gone:
-            del self._clients[cid]
+        for info in gone:
+            del self._clients[info.client_id]
         return gone
 
     def consumer_ids(self, group: str) -> list[str]:
@@ -92,3 +102,12 @@ class ClientTable:
 
     def consumer_groups(self) -> set[str]:
         return {group for info in self._clients.values() for group in info.consumers}
+
+    def groups_consuming(self, topic: str) -> set[str]:
+        """Consumer groups with a live member subscribed to `topic`."""
+        return {
+            group
+            for info in self._clients.values()
+            for group, data in info.consumers.items()
+            if any(sub.topic == topic for sub in data.subscriptions)
+        }

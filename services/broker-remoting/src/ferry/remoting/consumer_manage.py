@@ -1,23 +1,37 @@
 """Client bookkeeping requests: heartbeats, consumer lists, offsets (RocketMQ's
-ClientManageProcessor and ConsumerManageProcessor)."""
+ClientManageProcessor and ConsumerManageProcessor).
+
+When a consumer group gains or loses a member (a heartbeat, an unregistration, a client gone
+silent), its members are told at once (member_notices). A departed client's queue locks are
+released. A clustering consumer's first heartbeat creates its group's retry topic.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from ferry.protocol.errors import BrokerSystemError, InvalidParameterError, QueryNotFoundError
+from ferry.protocol.errors import (
+    BrokerSystemError,
+    FerryError,
+    InvalidParameterError,
+    QueryNotFoundError,
+)
 from ferry.protocol.messages import (
     AnyReply,
+    ConsumerData,
     ConsumerListReply,
     ErrorReply,
     GetConsumerListByGroupRequest,
     GetMaxOffsetRequest,
     GetMinOffsetRequest,
+    GroupListReply,
     HeartbeatRequest,
     OffsetReply,
     OkReply,
     QueryConsumerOffsetRequest,
+    QueryTopicConsumeByWhoRequest,
     QueueStat,
     StoreQueueOffsetsReply,
     StoreQueueOffsetsRequest,
@@ -27,11 +41,27 @@ from ferry.protocol.messages import (
 from ferry.protocol.names import check_group, check_topic
 from ferry.remoting.client_table import ClientTable
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
+from ferry.remoting.group_topics import GroupTopics
+from ferry.remoting.member_notices import MemberNotifier
+from ferry.remoting.queue_locks import QueueLockTable
 from ferry.remoting.stats import now_ms
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.runtime.service import Call, Peer
 
+log = logging.getLogger("ferry.remoting.clients")
+
 STORE_QUERY_TIMEOUT_S = 5.0
+
+
+class GroupCoordination:
+    """What reacts to membership: notices to members, lock releases, retry topics."""
+
+    def __init__(
+        self, notifier: MemberNotifier, locks: QueueLockTable, group_topics: GroupTopics
+    ) -> None:
+        self.notifier = notifier
+        self.locks = locks
+        self.group_topics = group_topics
 
 
 class ConsumerManager:
@@ -41,28 +71,77 @@ class ConsumerManager:
         groups: SubscriptionGroupTable,
         offsets: ConsumerOffsetTable,
         store: Peer,
+        coordination: GroupCoordination | None = None,
     ) -> None:
         self._clients = clients
         self._groups = groups
         self._offsets = offsets
         self._store = store
+        self._coordination = coordination
 
     # ---- clients ----
 
-    def heartbeat(self, req: HeartbeatRequest, _call: Call) -> OkReply:
-        self._clients.heartbeat(req.client_id, req.producer_groups, req.consumers, now_ms())
+    def heartbeat(self, req: HeartbeatRequest, call: Call) -> None:
+        changed = self._clients.heartbeat(
+            req.client_id, req.producer_groups, req.consumers, now_ms()
+        )
         if self._groups.auto_create:
             for consumer in req.consumers:
                 self._groups.ensure(consumer.group)
-        return OkReply()
+        coordination = self._coordination
+        if coordination is not None:
+            coordination.notifier.remember(req.client_id, call)
+            for consumer in req.consumers:
+                self._ensure_retry_topic(coordination, consumer)
+        call.reply(OkReply())
+        self._members_changed(changed)
 
-    def unregister(self, req: UnregisterClientRequest, _call: Call) -> OkReply:
-        self._clients.unregister(req.client_id, req.producer_group, req.consumer_group)
-        return OkReply()
+    def unregister(self, req: UnregisterClientRequest, call: Call) -> None:
+        left = self._clients.unregister(req.client_id, req.producer_group, req.consumer_group)
+        coordination = self._coordination
+        if coordination is not None:
+            if self._clients.get(req.client_id) is None:
+                coordination.notifier.forget(req.client_id)
+                coordination.locks.release_client(req.client_id)
+            else:
+                coordination.locks.release_client(req.client_id, left)
+        call.reply(OkReply())
+        self._members_changed(left)
+
+    def expire_clients(self, at_ms: int) -> list[str]:
+        """Drops clients silent for too long; their groups' members are told."""
+        gone = self._clients.drop_silent(at_ms)
+        for info in gone:
+            if self._coordination is not None:
+                self._coordination.notifier.forget(info.client_id)
+                self._coordination.locks.release_client(info.client_id)
+            self._members_changed(info.consumers)
+        return [info.client_id for info in gone]
+
+    def _members_changed(self, groups: Iterable[str]) -> None:
+        """Tells the members of each group (a new member too: it rebalances as well)."""
+        if self._coordination is None:
+            return
+        for group in sorted(groups):
+            self._coordination.notifier.notify(group, self._clients.consumer_ids(group))
+
+    def _ensure_retry_topic(self, coordination: GroupCoordination, consumer: ConsumerData) -> None:
+        if consumer.message_model != "CLUSTERING":
+            return
+        try:
+            coordination.group_topics.retry(consumer.group)
+        except FerryError as err:
+            log.warning("no retry topic for group %s: %s", consumer.group, err)
 
     def consumer_list(self, req: GetConsumerListByGroupRequest, _call: Call) -> ConsumerListReply:
         check_group(req.consumer_group)
         return ConsumerListReply(client_ids=self._clients.consumer_ids(req.consumer_group))
+
+    def groups_of_topic(self, req: QueryTopicConsumeByWhoRequest, _call: Call) -> GroupListReply:
+        check_topic(req.topic)
+        groups = self._clients.groups_consuming(req.topic)
+        groups.update(g for g in self._offsets.groups() if self._offsets.queues(g, req.topic))
+        return GroupListReply(groups=sorted(groups))
 
     # ---- offsets ----
 

@@ -11,6 +11,7 @@ from ferry.runtime.config import BrokerConfig, load_config, parse_overrides
 from ferry.runtime.logs import setup_logging
 from ferry.runtime.telemetry import setup_telemetry, shutdown_telemetry
 from ferry.store.app import SERVICE_NAME, run
+from ferry.store.retention import check_retention_config
 from ferry.store.store_lock import StoreLockedError
 
 PROG = "ferry-broker-store"
@@ -21,6 +22,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     setup_logging(SERVICE_NAME, args.log_level)
     try:
         config = load_config(BrokerConfig, args.conf_file, parse_overrides(args.overrides))
+        check_retention_config(config)
     except ConfigError as exc:
         print(f"{PROG}: {exc.message}", file=sys.stderr)
         sys.exit(2)

@@ -1,9 +1,10 @@
 """The broker-store service: wires a MessageStore to the request loop, the dispatch feed,
-long polling and the flush timers."""
+long polling, flushing (commit_service.py) and retention."""
 
 from __future__ import annotations
 
 import logging
+import resource
 import time
 from importlib import metadata
 from typing import Any
@@ -14,7 +15,11 @@ import zmq
 from ferry.protocol.codes import PullStatus, SendStatus
 from ferry.protocol.errors import FerryError, InvalidParameterError
 from ferry.protocol.messages import (
+    DeleteExpiredCommitLogRequest,
     DispatchNotice,
+    OffsetReply,
+    OkReply,
+    SearchOffsetByTimestampRequest,
     StoreGetReply,
     StoreGetRequest,
     StorePutReply,
@@ -25,12 +30,14 @@ from ferry.protocol.messages import (
     StoreReadLogRequest,
     StoreStatusReply,
     StoreStatusRequest,
+    ViewMessageReply,
+    ViewMessageRequest,
 )
 from ferry.protocol.names import check_topic
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.service import Call, HandlerResult, Service, announce_ready
 from ferry.runtime.telemetry import server_span
-from ferry.store.flush import Flusher
+from ferry.store.commit_service import CommitService
 from ferry.store.long_poll import LongPollTable
 from ferry.store.store import GetResult, MessageStore
 
@@ -41,6 +48,8 @@ FEED_TOPIC = b"dispatch"
 FEED_HWM = 1000  # notices queued per subscriber before the feed drops them
 POLL_SWEEP_S = 0.05  # how often held gets are checked for expiry
 MAX_IPC_PATH = 100  # longer ipc:// paths do not fit in a unix socket address
+OPEN_FILES_WANTED = 65_536  # when the hard limit is unlimited
+DISK_CHECK_S = 1.0  # how often the disk's used ratio is measured (the write guard)
 
 
 def default_endpoints(config: BrokerConfig) -> tuple[str, str]:
@@ -72,20 +81,20 @@ class StoreApp:
         self.service = service
         self._feed: zmq.Socket[Any] | None = None
         self._polls: LongPollTable[Call] = LongPollTable()
+        self._commit = CommitService(config, store, service)
         self._sync_flush = config.is_sync_flush
-        self._sync_timeout_s = config.sync_flush_timeout / 1000
-        self._waiting: list[tuple[Call, StorePutReply, float]] = []  # puts awaiting a flush
-        self._flusher = Flusher(store)
         self._closed = False
         service.on(StorePutRequest, self._put)
         service.on(StoreGetRequest, self._get)
         service.on(StoreQueueOffsetsRequest, self._queue_offsets)
         service.on(StoreReadLogRequest, self._read_log)
         service.on(StoreStatusRequest, self._status)
-        service.every(max(config.flush_interval_commit_log, 10) / 1000, self._flusher.tick)
+        service.on(SearchOffsetByTimestampRequest, self._search_offset)
+        service.on(ViewMessageRequest, self._view_message)
+        service.on(DeleteExpiredCommitLogRequest, self._delete_expired)
         service.every(POLL_SWEEP_S, self._expire_polls)
-        if self._sync_flush:
-            service.after_poll(self._group_commit)
+        service.every(DISK_CHECK_S, self._check_disk)
+        service.every(config.clean_resource_interval / 1000, self._clean)
         service.on_stop(self.close)
 
     def bind(self) -> tuple[str, str]:
@@ -119,27 +128,9 @@ class StoreApp:
             phys_offsets=result.phys_offsets,
         )
         if self._sync_flush:
-            self._waiting.append((call, reply, time.monotonic()))
+            self._commit.wait_for_flush(call, reply, result.next_offset)
             return None
         return reply
-
-    def _group_commit(self) -> None:
-        """SYNC_FLUSH: one fdatasync for every put of this loop round, then their replies."""
-        if not self._waiting:
-            return
-        waiting, self._waiting = self._waiting, []
-        try:
-            self.store.sync_log()
-            ok = True
-        except OSError:
-            log.exception("sync flush failed")
-            ok = False
-        now = time.monotonic()
-        for call, reply, since in waiting:
-            if ok and now - since <= self._sync_timeout_s:
-                call.reply(reply)
-            else:
-                call.reply(msgspec.structs.replace(reply, status=SendStatus.FLUSH_DISK_TIMEOUT))
 
     def _publish(self, start: int, stop: int) -> None:
         """Dispatch feed: a hint for subscribers, dropped rather than ever blocking the store."""
@@ -221,11 +212,46 @@ class StoreApp:
             next_offset=result.next_offset,
             min_offset=result.min_offset,
             max_offset=result.max_offset,
+            recovered_offset=self.store.recovered_offset,
         )
         return reply, [result.payload]
 
     def _status(self, _req: StoreStatusRequest, _call: Call) -> StoreStatusReply:
-        return self.store.status()
+        return msgspec.structs.replace(
+            self.store.status(), log_syncs=self._commit.flusher.log_syncs
+        )
+
+    def _search_offset(self, req: SearchOffsetByTimestampRequest, _call: Call) -> OffsetReply:
+        check_topic(req.topic)
+        return OffsetReply(self.store.search_offset(req.topic, req.queue_id, req.timestamp_ms))
+
+    def _view_message(self, req: ViewMessageRequest, _call: Call) -> HandlerResult:
+        data = self.store.view(req.phys_offset)
+        return ViewMessageReply(phys_offset=req.phys_offset, size=len(data)), [data]
+
+    # ---- retention and the disk guard ----
+
+    def _delete_expired(self, _req: DeleteExpiredCommitLogRequest, _call: Call) -> OkReply:
+        self._commit.flush_now()  # segments not flushed yet are never deleted
+        self._clean(manual=True)
+        return OkReply()
+
+    def _check_disk(self) -> None:
+        if self.store.retention.check_disk():  # above diskMaxUsedSpaceRatio: clean at once
+            self._clean()
+
+    def _clean(self, manual: bool = False) -> None:
+        # no file may be in the flush worker's hands while files are deleted
+        report = self.store.run_retention(manual=manual, before_delete=self._commit.quiesce)
+        if report.deleted_segments:
+            log.info(
+                "retention: %d segment(s) deleted, log starts at %d, %d queue entries dropped, "
+                "disk %.1f%% used",
+                report.deleted_segments,
+                report.min_offset,
+                report.dropped_entries,
+                report.used_ratio * 100,
+            )
 
     def close(self) -> None:
         """Clean stop: answer held gets and waiting puts, flush, close the store."""
@@ -233,13 +259,15 @@ class StoreApp:
             return
         self._closed = True
         self._answer_held(self._polls.take_all())
-        self._group_commit()
-        self._flusher.close()
-        self.store.close()
+        try:
+            self._commit.close()
+        finally:
+            self.store.close()
 
 
 def run(config: BrokerConfig) -> None:
     """Opens the store (recovery), binds, prints READY and serves until stopped."""
+    raise_open_files_limit()
     store = MessageStore.open(config)
     service = Service(
         SERVICE_NAME, max_deferred=config.max_pending_requests, version=package_version()
@@ -253,3 +281,15 @@ def run(config: BrokerConfig) -> None:
         raise
     announce_ready(SERVICE_NAME, endpoint=endpoint, feed=feed)
     service.run()
+
+
+def raise_open_files_limit() -> None:
+    """Every ConsumeQueue file keeps a descriptor open: thousands of queues need more than the
+    usual soft limit of 1024, so take what the hard limit allows."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = OPEN_FILES_WANTED if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open files limit from %d: %s", soft, exc)

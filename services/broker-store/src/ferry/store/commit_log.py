@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 from ferry.protocol import record
 from ferry.protocol.errors import (
     BrokerSystemError,
+    DiskFullError,
     InvalidParameterError,
     ServiceNotAvailableError,
 )
@@ -105,9 +106,12 @@ class CommitLog:
         except OSError as exc:
             seg.close()
             seg.path.unlink()
+            if exc.errno == errno.ENOSPC:
+                raise DiskFullError(
+                    f"no space for CommitLog segment {seg.path.name}: writes refused"
+                ) from None
             raise ServiceNotAvailableError(
-                f"cannot allocate CommitLog segment {seg.path.name}: {exc.strerror}",
-                retriable=exc.errno != errno.ENOSPC,
+                f"cannot allocate CommitLog segment {seg.path.name}: {exc.strerror}"
             ) from None
         fsync_dir(self.directory)
         self.segments.append(seg)
@@ -278,13 +282,22 @@ class CommitLog:
             return []
         return [s for s in self.segments if s.end > self.flushed and s.start < self.end]
 
-    def sync(self) -> int:
-        """fdatasyncs everything written so far (group commit); returns the flushed offset."""
-        target = self.end
-        for seg in self.unflushed_segments():
-            seg.sync()
-        self.flushed = max(self.flushed, target)
-        return self.flushed
+    # ---- retention ----
+
+    def deletable_head(self) -> MappedFile | None:
+        """The oldest segment, if retention may delete it: never the segment being written,
+        nor one holding bytes not flushed yet."""
+        if len(self.segments) < 2:
+            return None
+        seg = self.segments[0]
+        return seg if seg.end <= self.flushed else None
+
+    def delete_head(self) -> None:
+        """Deletes the oldest segment (checked with deletable_head)."""
+        seg = self.segments.pop(0)
+        seg.close()
+        seg.path.unlink(missing_ok=True)
+        fsync_dir(self.directory)
 
     # ---- recovery ----
 

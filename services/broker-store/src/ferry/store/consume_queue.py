@@ -66,6 +66,8 @@ class ConsumeQueue:
         count = last.start // CQ_ENTRY_SIZE + good
         self.max_offset = count
         self.truncate(count)
+        if self.files:
+            self.files[-1].advise_random()  # the file appends go to
 
     @property
     def name(self) -> str:
@@ -78,6 +80,7 @@ class ConsumeQueue:
         if not self.directory.exists():
             make_dirs(self.directory)
         f = MappedFile(self.directory / file_name(start), start, self.file_size, create=True)
+        f.advise_random()
         fsync_dir(self.directory)
         self.files.append(f)
         return f
@@ -131,6 +134,32 @@ class ConsumeQueue:
         if self.max_offset <= self.min_offset:
             return None
         return next(self.entries(self.max_offset - 1, 1), None)
+
+    def entry_at(self, offset: int) -> tuple[int, int, int] | None:
+        return next(self.entries(offset, 1), None)
+
+    def drop_below(self, log_min: int) -> int:
+        """Retention: moves min_offset past the entries pointing below the CommitLog's min
+        offset and deletes the files wholly before it, never the last (it tells the max
+        offset at the next start). Returns how many entries were dropped."""
+        lo, hi = self.min_offset, self.max_offset
+        while lo < hi:  # entries are in log order: find the first one still in the log
+            mid = (lo + hi) // 2
+            entry = self.entry_at(mid)
+            if entry is not None and entry[0] < log_min:
+                lo = mid + 1
+            else:
+                hi = mid
+        dropped = lo - self.min_offset
+        self.min_offset = lo
+        pos = lo * CQ_ENTRY_SIZE
+        while len(self.files) > 1 and self.files[0].end <= pos:
+            f = self.files.pop(0)
+            f.close()
+            with contextlib.suppress(FileNotFoundError):
+                f.path.unlink()
+            self._dirty.discard(f)
+        return dropped
 
     def truncate(self, count: int) -> None:
         """Drops entries from `count` on: zeroes them and deletes files wholly past them."""
@@ -189,6 +218,15 @@ class ConsumeQueueTable:
     def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self.queues.get((topic, queue_id))
         return cq if cq is not None else self._new(topic, queue_id)
+
+    def drop_below(self, log_min: int) -> int:
+        """Drops every queue's entries pointing below the CommitLog's min offset."""
+        dropped = 0
+        for cq in self.queues.values():
+            dropped += cq.drop_below(log_min)
+        if dropped:
+            log.info("retention: %d ConsumeQueue entries below offset %d dropped", dropped, log_min)
+        return dropped
 
     def topic_count(self) -> int:
         return len({topic for topic, _ in self.queues})

@@ -69,6 +69,16 @@ class MappedFile:
         except OSError:
             return self.size
 
+    def advise_random(self) -> None:
+        """No read-around on page faults: a write fault in a sparse file's hole otherwise
+        reads a window around it, which here cost ~2 ms per fault once thousands of
+        ConsumeQueue files were being written (5 us without)."""
+        self.mm.madvise(mmap.MADV_RANDOM)
+
+    def modified_ms(self) -> int:
+        """When the file was last written (retention's age of a segment)."""
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
     def sync(self) -> None:
         """Makes written bytes durable; fdatasync covers pages dirtied through the mapping."""
         os.fdatasync(self.fd)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from ferry.protocol import record
 from ferry.protocol.codes import PullStatus
-from ferry.protocol.errors import BrokerSystemError, InvalidParameterError
+from ferry.protocol.errors import BrokerSystemError, DiskFullError, InvalidParameterError
 from ferry.protocol.messages import QueueStat, StoreStatusReply
 from ferry.protocol.names import check_topic
 from ferry.runtime.config import BrokerConfig
@@ -26,7 +26,9 @@ from ferry.store.commit_log import CommitLog
 from ferry.store.consume_queue import ConsumeQueueTable
 from ferry.store.flush import FlushPlan
 from ferry.store.mapped_file import make_dirs
-from ferry.store.recovery import recover
+from ferry.store.queries import offset_by_time, view_record
+from ferry.store.recovery import RecoveryReport, recover
+from ferry.store.retention import DiskUsage, Retention, RetentionPolicy, RetentionReport
 from ferry.store.store_lock import StoreLock
 
 log = logging.getLogger("ferry.store")
@@ -71,6 +73,7 @@ class MessageStore:
         checkpoint: Checkpoint,
         commit_log: CommitLog,
         queues: ConsumeQueueTable,
+        retention: Retention,
         *,
         max_message_size: int,
         store_host: str,
@@ -80,6 +83,9 @@ class MessageStore:
         self.checkpoint = checkpoint
         self.log = commit_log
         self.queues = queues
+        self.retention = retention
+        self.recovered_offset = commit_log.end  # where this run's recovery found the log end
+        self.recovery: RecoveryReport | None = None  # what start-up recovery did
         self._max_body = max_message_size
         self._max_record = commit_log.segment_size - record.BLANK_MIN
         self.store_host = store_host
@@ -93,10 +99,12 @@ class MessageStore:
     def open(cls, config: BrokerConfig) -> MessageStore:
         """Takes the directory's lock, maps the files and recovers; raises StoreLockedError
         when another store holds the directory."""
+        policy = RetentionPolicy.from_config(config)  # ConfigError before anything is touched
         root = config.store_root.resolve()
         make_dirs(root)
         lock = StoreLock(root)
         parts: list[CommitLog | ConsumeQueueTable | Checkpoint] = []
+        started = time.monotonic()
         try:
             checkpoint = Checkpoint(root / "checkpoint")
             parts.append(checkpoint)
@@ -108,10 +116,10 @@ class MessageStore:
             queues.load()
             clean = lock.last_exit_clean()
             saved = checkpoint.read()
-            started = time.monotonic()
             report = recover(commit_log, queues, saved)
             (log.info if clean else log.warning)(
-                "%s; log end %d (scanned from %d), %d entries dropped, %d re-dispatched, %.0f ms",
+                "%s; log end %d (verified from %d), %d entries dropped, %d re-dispatched; "
+                "files loaded and checked in %.0f ms",
                 "clean start" if clean else "the last run did not stop cleanly: recovered",
                 report.log_end,
                 report.scanned_from,
@@ -125,6 +133,9 @@ class MessageStore:
                 checkpoint,
                 commit_log,
                 queues,
+                Retention(
+                    commit_log, queues, policy, DiskUsage(root, config.disk_used_ratio_override)
+                ),
                 max_message_size=config.max_message_size,
                 store_host=f"{config.advertised_host}:{config.listen_port}",
             )
@@ -132,6 +143,8 @@ class MessageStore:
                 (cq.last_store_ms for cq in queues.queues.values()), default=0
             )
             store._written = saved or CheckpointData()
+            store.recovery = report
+            store.retention.check_disk()
             lock.mark_running()
         except BaseException:
             for part in reversed(parts):
@@ -151,6 +164,11 @@ class MessageStore:
         """
         if count < 1:
             raise InvalidParameterError(f"count must be at least 1, not {count}")
+        if self.retention.disk_full:
+            raise DiskFullError(
+                f"the store's disk is {self.retention.used_ratio:.0%} full, above "
+                "diskSpaceWarningLevelRatio: writes are refused, reads go on"
+            )
         check_topic(topic)
         if not 0 <= queue_id <= MAX_QUEUE_ID:
             raise InvalidParameterError(f"queue id {queue_id} is out of range")
@@ -250,6 +268,14 @@ class MessageStore:
     def log_slice(self, start: int, stop: int) -> memoryview | bytes:
         return self.log.slice(start, stop)
 
+    def search_offset(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset stored at or after timestamp_ms (max offset if none)."""
+        return offset_by_time(self.log, self.queues.get(topic, queue_id), timestamp_ms)
+
+    def view(self, phys_offset: int) -> memoryview:
+        """The record at a CommitLog offset; QueryNotFoundError when there is none."""
+        return view_record(self.log, phys_offset)
+
     def status(self) -> StoreStatusReply:
         return StoreStatusReply(
             min_offset=self.log.min_offset,
@@ -257,32 +283,66 @@ class MessageStore:
             flushed_offset=self.log.flushed,
             topics=self.queues.topic_count(),
             queues=len(self.queues.queues),
+            recovered_offset=self.recovered_offset,
+            disk_full=self.retention.disk_full,
+        )
+
+    # ---- retention ----
+
+    def run_retention(
+        self, *, manual: bool = False, before_delete: Callable[[], None] = lambda: None
+    ) -> RetentionReport:
+        """One retention pass now; before_delete runs before the first file is deleted (no
+        flush may be running then)."""
+        return self.retention.run(
+            now_ms=time.time_ns() // 1_000_000,
+            hour=time.localtime().tm_hour,
+            manual=manual,
+            before_delete=before_delete,
         )
 
     # ---- durability ----
 
     def begin_flush(self) -> FlushPlan | None:
-        """What a flush now would cover; None when nothing changed since the last one."""
+        """What a full flush now would cover (CommitLog, ConsumeQueues, then the checkpoint);
+        None when nothing changed since the last one."""
         end = self.log.end
         data = CheckpointData(end, end, self.last_store_ms, self.last_store_ms)
-        files = self.log.unflushed_segments() + self.queues.take_dirty()
+        segments = self.log.unflushed_segments()
+        files = segments + self.queues.take_dirty()
         if not files and data == self._written:
             return None
-        return FlushPlan(files, data)
+        return FlushPlan(files, data, log_files=len(segments))
+
+    def begin_log_sync(self) -> FlushPlan | None:
+        """A group commit: the CommitLog alone, up to its end; None when it is all flushed."""
+        end = self.log.end
+        if self.log.flushed >= end:
+            return None
+        return FlushPlan(self.log.unflushed_segments(), CheckpointData(end), write_checkpoint=False)
+
+    def log_synced(self, offset: int) -> None:
+        """The CommitLog is on disk up to offset (a flush still running said so)."""
+        self.log.flushed = max(self.log.flushed, offset)
+
+    def unflushed_bytes(self) -> int:
+        return self.log.end - self.log.flushed
 
     def end_flush(self, plan: FlushPlan) -> None:
-        self.log.flushed = max(self.log.flushed, plan.data.log_flushed)
-        self._written = plan.data
+        self.log.flushed = max(self.log.flushed, plan.log_target)
+        if plan.write_checkpoint:
+            self._written = plan.data
+
+    def flush_failed(self, plan: FlushPlan) -> None:
+        """The ConsumeQueue files of a failed flush are flushed again next time."""
+        segments = set(self.log.segments)
+        self.queues.dirty.update(f for f in plan.files if f not in segments)
 
     def flush(self) -> None:
         """Flushes everything now, on this thread."""
         plan = self.begin_flush()
         if plan is not None:
             self.end_flush(plan.run(self.checkpoint))
-
-    def sync_log(self) -> int:
-        """Group commit: makes the CommitLog durable up to its end; returns that offset."""
-        return self.log.sync()
 
     def close(self) -> None:
         """Clean stop: flush everything, unmap, drop the abort marker, release the lock."""

@@ -1,0 +1,225 @@
+"""Message queries behind mqadmin's queryMsgById, queryMsgByKey, queryMsgByUniqueKey,
+queryMsgByOffset and printMsg: functions of a started Admin.
+
+By key and by unique key, every broker of the topic asks its index (QUERY_MESSAGE) and the
+answers are merged, newest first. An offset message id names the broker and the CommitLog
+offset, so it is read without any index (VIEW_MESSAGE_BY_ID). By queue offset and by time, the
+messages are pulled from their queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from ferry.client.message import MessageExt, MessageQueue, decode_message
+from ferry.client.transport import Result, expect, wait
+from ferry.protocol import record
+from ferry.protocol.codes import PullStatus
+from ferry.protocol.errors import (
+    BrokerNotExistError,
+    InvalidParameterError,
+    QueryNotFoundError,
+)
+from ferry.protocol.messages import (
+    MAX_QUERY_MS,
+    OffsetReply,
+    PullMessageReply,
+    PullMessageRequest,
+    QueryMessageReply,
+    QueryMessageRequest,
+    SearchOffsetByTimestampRequest,
+    ViewMessageReply,
+    ViewMessageRequest,
+)
+from ferry.protocol.names import check_topic
+
+if TYPE_CHECKING:
+    from ferry.client.admin import Admin
+
+DEFAULT_MAX_NUM = 32  # RocketMQ's defaultQueryMaxNum
+MAX_NUM = 1000  # what a broker answers at most per query
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # the group admin reads pull with, as mqadmin's
+PRINT_BATCH = 256
+MASTER_ID = 0
+
+
+def _records(payload: list[Any], broker_name: str) -> list[MessageExt]:
+    if not payload:
+        return []
+    return [decode_message(r, broker_name) for r in record.iter_records(bytes(payload[0]))]
+
+
+def _newest_first(msgs: list[MessageExt]) -> list[MessageExt]:
+    return sorted(msgs, key=lambda m: (m.store_timestamp, m.commitlog_offset), reverse=True)
+
+
+def _masters(admin: Admin, topic: str) -> dict[str, str]:
+    """broker name -> master address, of every broker serving `topic`."""
+    route = admin.topic_route(topic)
+    out: dict[str, str] = {}
+    for data in route.broker_datas:
+        addr = data.broker_addrs.get(MASTER_ID)
+        if addr:
+            out[data.broker_name] = addr
+    return out
+
+
+def query_msg_by_key(
+    admin: Admin,
+    topic: str,
+    key: str,
+    *,
+    max_num: int = DEFAULT_MAX_NUM,
+    begin_ms: int = 0,
+    end_ms: int = MAX_QUERY_MS,
+    unique: bool = False,
+) -> list[MessageExt]:
+    """Messages of `topic` whose KEYS hold `key` (or, unique, whose msg_id is `key`), stored
+    within [begin_ms, end_ms]: newest first, at most max_num, from every broker of the topic."""
+    check_topic(topic)
+    if not key:
+        raise InvalidParameterError("the key is empty")
+    if not 1 <= max_num <= MAX_NUM:
+        raise InvalidParameterError(f"max_num must be within 1..{MAX_NUM}")
+    inst = admin._started()
+    body = QueryMessageRequest(
+        topic=topic, key=key, unique=unique, begin_ms=begin_ms, end_ms=end_ms, max_num=max_num
+    )
+    asked: list[tuple[str, str, Future[Result]]] = [
+        (name, addr, inst.connection(addr).submit(body, timeout_s=inst.api_timeout_s))
+        for name, addr in sorted(_masters(admin, topic).items())
+    ]
+    found: list[MessageExt] = []
+    for name, addr, future in asked:
+        result = wait(future, inst.api_timeout_s, addr)
+        expect(result, QueryMessageReply)
+        found.extend(_records(result[1], name))
+    return _newest_first(found)[:max_num]
+
+
+def query_msg_by_unique_key(
+    admin: Admin,
+    topic: str,
+    msg_id: str,
+    *,
+    max_num: int = DEFAULT_MAX_NUM,
+    begin_ms: int = 0,
+    end_ms: int = MAX_QUERY_MS,
+) -> list[MessageExt]:
+    """Every stored copy of the message whose client msg_id (UNIQ_KEY) is msg_id, newest
+    first (a message sent again after a timeout is stored twice)."""
+    return query_msg_by_key(
+        admin, topic, msg_id, max_num=max_num, begin_ms=begin_ms, end_ms=end_ms, unique=True
+    )
+
+
+def _broker_names(admin: Admin) -> dict[str, str]:
+    """address -> broker name, of every broker the name servers know."""
+    info = admin.cluster_info()
+    return {
+        addr: name for name, data in info.brokers.items() for addr in data.broker_addrs.values()
+    }
+
+
+def view_message(admin: Admin, offset_msg_id: str) -> MessageExt:
+    """The message an offset message id names, read from its broker without any index."""
+    try:
+        addr, phys_offset = record.decode_offset_msg_id(offset_msg_id)
+    except record.RecordError as exc:
+        raise InvalidParameterError(str(exc)) from None
+    names = _broker_names(admin)
+    if addr not in names:
+        raise BrokerNotExistError(f"{offset_msg_id} names broker {addr}, which is not registered")
+    return _view(admin, addr, names[addr], phys_offset)
+
+
+def _view(admin: Admin, addr: str, broker_name: str, phys_offset: int) -> MessageExt:
+    inst = admin._started()
+    result = inst.connection(addr).request(
+        ViewMessageRequest(phys_offset=phys_offset), timeout_s=inst.api_timeout_s
+    )
+    expect(result, ViewMessageReply)
+    msgs = _records(result[1], broker_name)
+    if not msgs:
+        raise QueryNotFoundError(f"no message at CommitLog offset {phys_offset} of {addr}")
+    return msgs[0]
+
+
+def query_msg_by_id(admin: Admin, msg_id: str, topic: str | None = None) -> list[MessageExt]:
+    """By offset message id when msg_id names a known broker, else (with the topic) by the
+    client msg_id, as mqadmin's queryMsgById does."""
+    try:
+        addr, phys_offset = record.decode_offset_msg_id(msg_id)
+    except record.RecordError:
+        addr, phys_offset = "", -1
+    names = _broker_names(admin)
+    if addr in names:
+        return [_view(admin, addr, names[addr], phys_offset)]
+    if topic is None:
+        raise QueryNotFoundError(
+            f"{msg_id} is not the offset message id of a known broker; "
+            "give its topic to look it up as a client msg id"
+        )
+    found = query_msg_by_unique_key(admin, topic, msg_id)
+    if not found:
+        raise QueryNotFoundError(f"no message of {topic} has msg id {msg_id}")
+    return found
+
+
+def search_offset(admin: Admin, queue: MessageQueue, timestamp_ms: int) -> int:
+    """The first offset of `queue` stored at or after timestamp_ms (its max offset if none)."""
+    body = SearchOffsetByTimestampRequest(
+        topic=queue.topic, queue_id=queue.queue_id, timestamp_ms=timestamp_ms
+    )
+    return admin._broker(admin._queue_addr(queue), body, OffsetReply).offset
+
+
+def _pull(admin: Admin, queue: MessageQueue, offset: int, max_msgs: int) -> tuple[Any, list[Any]]:
+    inst = admin._started()
+    body = PullMessageRequest(
+        consumer_group=TOOLS_CONSUMER_GROUP,
+        topic=queue.topic,
+        queue_id=queue.queue_id,
+        queue_offset=offset,
+        max_msgs=max_msgs,
+    )
+    result = inst.connection(admin._queue_addr(queue)).request(body, timeout_s=inst.api_timeout_s)
+    return expect(result, PullMessageReply), result[1]
+
+
+def query_msg_by_offset(admin: Admin, queue: MessageQueue, offset: int) -> MessageExt:
+    """The message at `offset` of `queue`."""
+    reply, payload = _pull(admin, queue, offset, 1)
+    msgs = _records(payload, queue.broker_name) if reply.status == PullStatus.FOUND else []
+    if not msgs or msgs[0].queue_offset != offset:
+        raise QueryNotFoundError(
+            f"no message at offset {offset} of {queue} "
+            f"(it holds {reply.min_offset}..{reply.max_offset - 1})"
+        )
+    return msgs[0]
+
+
+def print_msg(
+    admin: Admin, topic: str, begin_ms: int = 0, end_ms: int = MAX_QUERY_MS
+) -> Iterator[MessageExt]:
+    """Every message of `topic` stored within [begin_ms, end_ms], queue by queue in offset
+    order (mqadmin printMsg)."""
+    if begin_ms > end_ms:
+        raise InvalidParameterError(f"begin {begin_ms} is after end {end_ms}")
+    for queue in admin.queues(topic):
+        offset = search_offset(admin, queue, begin_ms)
+        stop = search_offset(admin, queue, end_ms + 1) if end_ms < MAX_QUERY_MS else None
+        while stop is None or offset < stop:
+            want = PRINT_BATCH if stop is None else min(PRINT_BATCH, stop - offset)
+            reply, payload = _pull(admin, queue, offset, want)
+            if reply.status == PullStatus.OFFSET_ILLEGAL and reply.next_begin_offset > offset:
+                offset = reply.next_begin_offset  # retention moved the queue's start
+                continue
+            if reply.status != PullStatus.FOUND:
+                break
+            for msg in _records(payload, queue.broker_name):
+                if begin_ms <= msg.store_timestamp <= end_ms:
+                    yield msg
+            offset = reply.next_begin_offset

@@ -1,0 +1,46 @@
+"""Telling a consumer group's members that the group changed (RocketMQ's
+NOTIFY_CONSUMER_IDS_CHANGED), so that they rebalance at once instead of at their next period.
+
+Each client's connection is remembered from its heartbeats (the ROUTER routing id of its
+DEALER); a notice is a ConsumerIdsChangedNotice in a ReplyEnvelope with id 0 sent there. A
+notice is a hint: a client that misses one rebalances at its next period anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from ferry.protocol.messages import ConsumerIdsChangedNotice
+from ferry.runtime.service import Call, ReturnAddress, Service
+
+log = logging.getLogger("ferry.remoting.notices")
+
+
+class MemberNotifier:
+    def __init__(self, service: Service) -> None:
+        self._service = service
+        self._channels: dict[str, ReturnAddress] = {}
+        self.sent = 0
+
+    def remember(self, client_id: str, call: Call) -> None:
+        """The connection a client's heartbeat came on is where its notices go."""
+        self._channels[client_id] = call.return_address
+
+    def forget(self, client_id: str) -> None:
+        self._channels.pop(client_id, None)
+
+    def __len__(self) -> int:
+        return len(self._channels)
+
+    def notify(self, group: str, members: Iterable[str]) -> None:
+        """Sends the notices now (callers answer the request that changed the group first, so
+        that its reply comes before the notice)."""
+        notice = ConsumerIdsChangedNotice(consumer_group=group)
+        for client_id in members:
+            channel = self._channels.get(client_id)
+            if channel is None:
+                continue
+            self._service.notify(channel, notice)
+            self.sent += 1
+        log.debug("group %s changed; members told", group)

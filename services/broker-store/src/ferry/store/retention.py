@@ -1,0 +1,169 @@
+"""Retention and the disk guard: which CommitLog segments go, and when writes are refused.
+
+RocketMQ's CleanCommitLogService, reduced to what Ferry needs:
+- a segment is expired when it was last written more than fileReservedTime hours ago; expired
+  segments are deleted, oldest first, during the deleteWhen hours ("04", or "04;05"), or at
+  once when asked (DeleteExpiredCommitLogRequest);
+- above diskMaxUsedSpaceRatio the oldest segments are deleted at once, expired or not, until
+  the disk is below it again;
+- above diskSpaceWarningLevelRatio the store refuses writes (DiskFullError) and keeps serving
+  reads.
+The segment being written is never deleted, nor one holding bytes not yet flushed. Once
+segments are gone, ConsumeQueue entries pointing into them are dropped (their queues' min
+offsets move forward).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from ferry.protocol.errors import ConfigError
+from ferry.runtime.config import BrokerConfig
+from ferry.store.commit_log import CommitLog
+from ferry.store.consume_queue import ConsumeQueueTable
+
+log = logging.getLogger("ferry.store.retention")
+
+HOUR_MS = 3_600_000
+DELETE_BATCH = 10  # segments deleted per pass at most (RocketMQ's deleteFileBatchMax)
+
+
+def parse_delete_when(text: str) -> frozenset[int]:
+    """deleteWhen: hours of the day separated by ';' ("04", "04;05")."""
+    hours: set[int] = set()
+    for raw in text.split(";"):
+        part = raw.strip()
+        if not part:
+            continue
+        if not part.isdigit() or not 0 <= int(part) <= 23:
+            raise ConfigError(f"deleteWhen must be hours 00..23 separated by ';', not {text!r}")
+        hours.add(int(part))
+    return frozenset(hours)
+
+
+class RetentionPolicy(NamedTuple):
+    reserved_ms: int  # fileReservedTime
+    delete_hours: frozenset[int]  # deleteWhen
+    max_used_ratio: float  # diskMaxUsedSpaceRatio / 100
+    warning_ratio: float  # diskSpaceWarningLevelRatio / 100
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> RetentionPolicy:
+        check_retention_config(config)
+        return cls(
+            config.file_reserved_time * HOUR_MS,
+            parse_delete_when(config.delete_when),
+            config.disk_max_used_space_ratio / 100,
+            config.disk_space_warning_level_ratio / 100,
+        )
+
+
+def check_retention_config(config: BrokerConfig) -> None:
+    """The store's own checks of the retention keys (ConfigError names the key)."""
+    parse_delete_when(config.delete_when)
+    if config.file_reserved_time < 0:
+        raise ConfigError("fileReservedTime must be 0 hours or more")
+    if not 10 <= config.disk_space_warning_level_ratio <= 99:
+        raise ConfigError("diskSpaceWarningLevelRatio must be within 10..99")
+    if not -1 <= config.disk_used_ratio_override <= 100:
+        raise ConfigError("diskUsedRatioOverride must be -1 (measure the disk) or 0..100")
+    if config.clean_resource_interval < 10:
+        raise ConfigError("cleanResourceInterval must be at least 10 ms")
+    if config.sync_flush_timeout < 0:
+        raise ConfigError("syncFlushTimeout must be 0 ms or more")
+
+
+class DiskUsage:
+    """How full the file system holding the store is, as a ratio in 0..1 (used / (used +
+    available to us), as df shows it). `override_percent` >= 0 replaces the measurement: a
+    testing knob (diskUsedRatioOverride) to exercise the guard without filling a disk."""
+
+    def __init__(self, path: Path, override_percent: int = -1) -> None:
+        self.path = path
+        self.override_percent = override_percent
+
+    def used_ratio(self) -> float:
+        if self.override_percent >= 0:
+            return self.override_percent / 100
+        st = os.statvfs(self.path)
+        used = st.f_blocks - st.f_bfree
+        total = used + st.f_bavail
+        return used / total if total > 0 else 0.0
+
+
+class RetentionReport(NamedTuple):
+    deleted_segments: int
+    min_offset: int  # the CommitLog's min offset afterwards
+    dropped_entries: int  # ConsumeQueue entries that pointed into deleted segments
+    used_ratio: float
+
+
+class Retention:
+    """Deletes old segments and keeps the disk-full flag; driven by the service's timers."""
+
+    def __init__(
+        self, log_: CommitLog, queues: ConsumeQueueTable, policy: RetentionPolicy, disk: DiskUsage
+    ) -> None:
+        self.log = log_
+        self.queues = queues
+        self.policy = policy
+        self.disk = disk
+        self.disk_full = False
+        self.used_ratio = 0.0
+
+    def check_disk(self) -> bool:
+        """Measures the disk; True when it is above diskMaxUsedSpaceRatio (clean at once)."""
+        ratio = self.used_ratio = self.disk.used_ratio()
+        full = ratio >= self.policy.warning_ratio
+        if full != self.disk_full:
+            (log.error if full else log.warning)(
+                "disk %s is %.1f%% used: writes %s (diskSpaceWarningLevelRatio %.0f%%)",
+                self.disk.path,
+                ratio * 100,
+                "refused" if full else "accepted again",
+                self.policy.warning_ratio * 100,
+            )
+        self.disk_full = full
+        return ratio > self.policy.max_used_ratio
+
+    def run(
+        self,
+        *,
+        now_ms: int,
+        hour: int,
+        manual: bool = False,
+        before_delete: Callable[[], None] = lambda: None,
+    ) -> RetentionReport:
+        """One pass: expired segments (in the deleteWhen hours, or when manual), or the oldest
+        ones while the disk is above diskMaxUsedSpaceRatio. before_delete runs once before
+        the first file goes (the service waits there for the flush in flight)."""
+        pressed = self.check_disk()
+        deleted = 0
+        if manual or pressed or hour in self.policy.delete_hours:
+            expired_before = now_ms - self.policy.reserved_ms
+            while deleted < DELETE_BATCH:
+                seg = self.log.deletable_head()
+                if seg is None:
+                    break
+                if not pressed and seg.modified_ms() > expired_before:
+                    break  # segments are written in order: the later ones are newer still
+                if not deleted:
+                    before_delete()
+                log.info(
+                    "retention: deleting CommitLog segment %s (%s)",
+                    seg.path.name,
+                    "disk above diskMaxUsedSpaceRatio" if pressed else "expired",
+                )
+                self.log.delete_head()
+                deleted += 1
+                if pressed:
+                    pressed = self.check_disk()
+        dropped = 0
+        if deleted:
+            dropped = self.queues.drop_below(self.log.min_offset)
+            self.check_disk()
+        return RetentionReport(deleted, self.log.min_offset, dropped, self.used_ratio)

@@ -1,0 +1,237 @@
+"""Composition root of the index service: the index files, the feed subscription, the log
+follower, the query handlers and the periodic check of the store's log bounds."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import zmq
+
+from ferry.index.config import IndexConfig
+from ferry.index.dir_lock import DirLock, LastStop
+from ferry.index.follower import LogFollower
+from ferry.index.index_store import IndexStore
+from ferry.index.keys import key_hash
+from ferry.index.rebuild import Rebuild, discard_abandoned
+from ferry.protocol.errors import InvalidParameterError
+from ferry.protocol.messages import (
+    AnyReply,
+    DispatchNotice,
+    IndexHit,
+    IndexQueryReply,
+    IndexQueryRequest,
+    IndexRebuildRequest,
+    IndexStatusReply,
+    IndexStatusRequest,
+    OkReply,
+    StoreStatusReply,
+    StoreStatusRequest,
+)
+from ferry.protocol.names import check_topic
+from ferry.runtime import telemetry
+from ferry.runtime.service import DRAIN_BATCH, Call, Service, announce_ready
+
+log = logging.getLogger("ferry.index")
+
+SERVICE_NAME = "index"
+FEED_TOPIC = b"dispatch"
+FEED_HWM = 1000  # notices queued in the subscription
+FEED_RCVBUF = 1024 * 1024  # kernel receive buffer of the feed connection
+FEED_DRAIN_S = 0.02  # how often the feed is read
+STATUS_INTERVAL_S = 1.0  # how often the store's log bounds are checked (gaps, retention)
+STATUS_TIMEOUT_S = 5.0
+MAX_QUERY_NUM = 1000
+MAX_KEY_LENGTH = 1024
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("ferry-index")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def check_query(req: IndexQueryRequest) -> None:
+    check_topic(req.topic)
+    if not req.key or len(req.key) > MAX_KEY_LENGTH:
+        raise InvalidParameterError(f"a key is 1 to {MAX_KEY_LENGTH} characters")
+    if not 1 <= req.max_num <= MAX_QUERY_NUM:
+        raise InvalidParameterError(f"max_num must be within 1..{MAX_QUERY_NUM}")
+    if req.begin_ms > req.end_ms:
+        raise InvalidParameterError(f"begin_ms {req.begin_ms} is after end_ms {req.end_ms}")
+
+
+class IndexApp:
+    def __init__(self, config: IndexConfig) -> None:
+        self.config = config
+        self.root = Path(config.index_dir)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.lock = DirLock(self.root)
+        try:
+            last_stop = self.lock.last_stop()
+            discard_abandoned(self.root)
+            self.index = IndexStore.open(
+                self.root, config.geometry, drop_newest=last_stop is LastStop.MACHINE_CRASH
+            )
+            self.lock.mark_running()
+        except BaseException:
+            self.lock.release()
+            raise
+        stats = self.index.stats()
+        (log.info if last_stop is LastStop.CLEAN else log.warning)(
+            "index opened after a %s: %d files, %d entries, resuming at CommitLog offset %d",
+            last_stop.value,
+            stats.files,
+            stats.entries,
+            stats.applied,
+        )
+        self.service = Service(
+            SERVICE_NAME, max_deferred=config.max_pending_requests, version=package_version()
+        )
+        self.store = self.service.connect_peer(config.store_endpoint)
+        self.follower = LogFollower(self.service, self.store, self.index)
+        self.rebuild: Rebuild | None = None
+        self._notices = msgspec.msgpack.Decoder(DispatchNotice)
+        self._closed = False
+        feed = self.service.ctx.socket(zmq.SUB)
+        feed.linger = 0
+        # bounded buffers: a stalled index loses notices (and reads the log) rather than
+        # letting the kernel hold tens of MB of them
+        feed.rcvhwm = FEED_HWM
+        feed.rcvbuf = FEED_RCVBUF
+        feed.setsockopt(zmq.SUBSCRIBE, FEED_TOPIC)
+        feed.connect(config.store_feed_endpoint)
+        self._feed = feed
+        # read on a timer, not on arrival: one wake-up takes every notice of the last few ms,
+        # instead of a wake-up per send competing with the send path for the CPU
+        self.service.every(FEED_DRAIN_S, self._drain_feed)
+        self.service.on(IndexQueryRequest, self._query)
+        self.service.on(IndexStatusRequest, self._status)
+        self.service.on(IndexRebuildRequest, self._rebuild)
+        self.service.every(STATUS_INTERVAL_S, self._check_store)
+        self.service.on_stop(self.close)
+
+    def run(self) -> None:
+        endpoint = self.service.bind_router(self.config.listen_endpoint())
+        # a stop asked for right after READY must still be a clean stop (the loop installs
+        # its own handlers only once it runs)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda _signum, _frame: self.service.stop())
+        announce_ready(SERVICE_NAME, endpoint=endpoint)
+        log.info("index serving on %s, following %s", endpoint, self.config.store_feed_endpoint)
+        self.follower.catch_up()
+        self.service.run()
+
+    # ---- the feed ----
+
+    def _drain_feed(self) -> None:
+        for _ in range(DRAIN_BATCH):
+            try:
+                frames = self._feed.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if len(frames) != 3 or frames[0] != FEED_TOPIC:
+                log.debug("feed message of %d frames ignored", len(frames))
+                continue
+            try:
+                notice = self._notices.decode(frames[1])
+                self.follower.on_notice(notice.from_offset, notice.next_offset, frames[2])
+            except msgspec.DecodeError as exc:
+                log.warning("undecodable dispatch notice ignored: %s", exc)
+            except Exception:
+                # the index rolled back to its last commit; a later read applies these again
+                log.exception("dispatch notice not applied")
+
+    # ---- requests ----
+
+    def _query(self, req: IndexQueryRequest, call: Call) -> IndexQueryReply:
+        check_query(req)
+        attributes: dict[str, Any] = {
+            "messaging.system": "rocketmq",
+            "messaging.destination.name": req.topic,
+        }
+        with telemetry.server_span(
+            "ferry.index", "index query", call.traceparent, call.tracestate, **attributes
+        ):
+            hits = self.index.query(
+                key_hash(req.topic, req.key, unique=req.unique),
+                req.begin_ms,
+                req.end_ms,
+                req.max_num,
+            )
+        return IndexQueryReply(
+            hits=[IndexHit(h.phys_offset, h.store_ms) for h in hits],
+            applied_offset=self.index.applied,
+            last_store_ms=self.index.stats().last_store_ms,
+        )
+
+    def _status(self, _req: IndexStatusRequest, _call: Call) -> IndexStatusReply:
+        stats = self.index.stats()
+        follower = self.follower
+        return IndexStatusReply(
+            applied_offset=stats.applied,
+            files=stats.files,
+            entries=stats.entries,
+            first_phys=stats.first_phys,
+            last_store_ms=stats.last_store_ms,
+            store_min_offset=follower.store_min,
+            store_max_offset=follower.store_max,
+            caught_up=follower.caught_up and not follower.reading,
+            rebuilding=self.rebuild is not None,
+            rebuild_offset=self.rebuild.index.applied if self.rebuild is not None else 0,
+        )
+
+    def _rebuild(self, _req: IndexRebuildRequest, _call: Call) -> OkReply:
+        if self.rebuild is None:
+            log.info("rebuilding the index from the CommitLog")
+            self.rebuild = Rebuild(
+                self.service, self.store, self.root, self.config.geometry, self._install
+            )
+        return OkReply()
+
+    def _install(self, rebuild: Rebuild) -> None:
+        if rebuild is not self.rebuild:
+            return
+        self.rebuild = None
+        self.index = rebuild.install(self.index)
+        self.follower.index = self.index
+        self.follower.restart()
+
+    # ---- the store's log bounds ----
+
+    def _check_store(self) -> None:
+        self.store.request(StoreStatusRequest(), self._on_store_status, timeout_s=STATUS_TIMEOUT_S)
+
+    def _on_store_status(self, body: AnyReply, _frames: list[Any]) -> None:
+        if not isinstance(body, StoreStatusReply) or self._closed:
+            return
+        if not self.follower.on_store_status(body.min_offset, body.max_offset):
+            log.error(
+                "the CommitLog ends at %d, below the indexed %d (the store lost data): "
+                "indexing again from its start",
+                body.max_offset,
+                self.index.applied,
+            )
+            self.index.reset()
+            self.follower.restart()
+        for index in (self.index, self.rebuild.index if self.rebuild else None):
+            if index is not None and index.delete_below(body.min_offset):
+                log.info("index files below CommitLog offset %d deleted", body.min_offset)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.follower.stopped = True
+        if self.rebuild is not None:
+            self.rebuild.abandon()
+        try:
+            self.index.close()
+            self.lock.mark_clean_stop()
+        finally:
+            self.lock.release()

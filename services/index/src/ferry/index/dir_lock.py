@@ -1,0 +1,84 @@
+"""Ownership of the index directory: a `lock` file and an `abort` marker naming the boot.
+
+The lock (an flock held while the index is open) keeps a second index process off the same
+files. The abort marker exists while the index runs and holds the machine's boot id: found at
+start-up, it means the last run did not stop cleanly, and its boot id tells a killed process
+(the page cache, and so every byte written to the mappings, survived) from a machine crash
+(writes since the last sync may be lost in any order).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from enum import Enum
+from pathlib import Path
+
+from ferry.protocol.errors import ServiceNotAvailableError
+
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+class IndexLockedError(ServiceNotAvailableError):
+    """Another index process holds this directory."""
+
+
+class LastStop(Enum):
+    CLEAN = "clean"
+    PROCESS_CRASH = "process crash"
+    MACHINE_CRASH = "machine crash"
+
+
+def boot_id() -> str:
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return ""  # unknown: every unclean stop is then treated as a machine crash
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class DirLock:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.abort_path = root / "abort"
+        self._fd = os.open(root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._fd)
+            raise IndexLockedError(
+                f"index directory {root} is in use by another index process"
+            ) from None
+
+    def last_stop(self) -> LastStop:
+        try:
+            marker = self.abort_path.read_text().strip()
+        except FileNotFoundError:
+            return LastStop.CLEAN
+        now = boot_id()
+        return LastStop.PROCESS_CRASH if now and marker == now else LastStop.MACHINE_CRASH
+
+    def mark_running(self) -> None:
+        tmp = self.abort_path.with_suffix(".tmp")
+        tmp.write_text(boot_id() + "\n")
+        os.replace(tmp, self.abort_path)
+        fsync_dir(self.root)
+
+    def mark_clean_stop(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.abort_path.unlink()
+        fsync_dir(self.root)
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        with contextlib.suppress(OSError):
+            os.close(self._fd)

@@ -1,0 +1,350 @@
+"""The index process following a real broker-store process over real sockets."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+import pytest
+import zmq
+
+from ferry.protocol import record
+from ferry.protocol.codes import ResponseCode
+from ferry.protocol.framing import RequestCodec, RequestEnvelope
+from ferry.protocol.messages import (
+    AnyReply,
+    AnyRequest,
+    DispatchNotice,
+    ErrorReply,
+    IndexQueryReply,
+    IndexQueryRequest,
+    IndexRebuildRequest,
+    IndexStatusReply,
+    IndexStatusRequest,
+    OkReply,
+    StorePutReply,
+    StorePutRequest,
+    StoreStatusReply,
+    StoreStatusRequest,
+)
+from ferry.runtime.launcher import ServiceProcess, start_service
+
+pytestmark = pytest.mark.integration
+
+# small files, so that indexes roll and deletions have something to delete
+GEOMETRY = ["--set", "maxHashSlotNum=64", "--set", "maxIndexNum=300"]
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T | None], timeout: float, what: str) -> T:
+    """Polls predicate until it returns something; fails the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)  # wait-ok: polling interval of a deadline-bounded wait
+
+
+class RawClient:
+    """A DEALER speaking the Ferry framing, every receive bounded by a poll."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.ctx: zmq.Context[Any] = zmq.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.linger = 0
+        self.sock.connect(endpoint)
+        self.codec = RequestCodec()
+        self._ids = itertools.count(1)
+
+    def call(self, body: AnyRequest, payload: list[bytes] | None = None) -> tuple[AnyReply, Any]:
+        rid = next(self._ids)
+        self.sock.send_multipart(self.codec.request_frames(RequestEnvelope(rid, body), payload))
+        if not self.sock.poll(10_000):
+            pytest.fail(f"no reply to {type(body).__name__} within 10 s")
+        env, frames = self.codec.decode_reply(self.sock.recv_multipart()[1:])
+        assert env.id == rid
+        return env.body, frames
+
+    def close(self) -> None:
+        self.sock.close()
+        self.ctx.term()
+
+
+class Group:
+    """broker-store and the index on tmp_path, with clients to both."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.store = start_service(
+            "broker-store",
+            [
+                "--set",
+                f"storePathRootDir={root}",
+                "--set",
+                "storeEndpoint=tcp://127.0.0.1:0",
+                "--set",
+                "storeFeedEndpoint=tcp://127.0.0.1:0",
+                "--set",
+                "mappedFileSizeCommitLog=1048576",
+            ],
+        )
+        self.store_client = RawClient(self.store.endpoints["endpoint"])
+        self.index: ServiceProcess | None = None
+        self.index_client: RawClient | None = None
+        self.start_index()
+
+    def index_args(self) -> list[str]:
+        return [
+            "--set",
+            f"storePathRootDir={self.root}",
+            "--set",
+            f"storeEndpoint={self.store.endpoints['endpoint']}",
+            "--set",
+            f"storeFeedEndpoint={self.store.endpoints['feed']}",
+            "--set",
+            "indexEndpoint=tcp://127.0.0.1:0",
+            *GEOMETRY,
+        ]
+
+    def start_index(self) -> None:
+        self.index = start_service("index", self.index_args())
+        self.index_client = RawClient(self.index.endpoints["endpoint"])
+
+    def stop_index(self, *, kill: bool = False) -> None:
+        assert self.index is not None and self.index_client is not None
+        self.index_client.close()
+        if kill:
+            self.index.kill()
+        else:
+            assert self.index.stop() == 0
+        self.index = self.index_client = None
+
+    def put(self, topic: str, keys: Sequence[Sequence[str]], *, body: bytes = b"b") -> list[int]:
+        """One put of one record per entry of keys; each record also gets a UNIQ_KEY."""
+        raw = b"".join(
+            record.encode_record(
+                topic.encode(),
+                body,
+                record.encode_properties(
+                    {record.PROPERTY_KEYS: " ".join(k), record.PROPERTY_UNIQ_KEY: f"U-{k[0]}"}
+                ),
+            )
+            for k in keys
+        )
+        reply, _ = self.store_client.call(
+            StorePutRequest(topic=topic, queue_id=0, count=len(keys)), [raw]
+        )
+        assert isinstance(reply, StorePutReply), reply
+        return list(reply.phys_offsets)
+
+    def query(
+        self, topic: str, key: str, *, unique: bool = False, max_num: int = 1000
+    ) -> list[int]:
+        assert self.index_client is not None
+        reply, _ = self.index_client.call(
+            IndexQueryRequest(topic=topic, key=key, unique=unique, max_num=max_num)
+        )
+        assert isinstance(reply, IndexQueryReply), reply
+        return [h.phys_offset for h in reply.hits]
+
+    def status(self) -> IndexStatusReply:
+        assert self.index_client is not None
+        reply, _ = self.index_client.call(IndexStatusRequest())
+        assert isinstance(reply, IndexStatusReply), reply
+        return reply
+
+    def log_end(self) -> int:
+        reply, _ = self.store_client.call(StoreStatusRequest())
+        assert isinstance(reply, StoreStatusReply)
+        return reply.max_offset
+
+    def wait_caught_up(self, timeout: float = 30.0) -> IndexStatusReply:
+        end = self.log_end()
+
+        def caught_up() -> IndexStatusReply | None:
+            s = self.status()
+            return s if s.applied_offset >= end and not s.rebuilding else None
+
+        return wait_for(caught_up, timeout, f"the index to reach CommitLog offset {end}")
+
+    def close(self) -> None:
+        if self.index is not None:
+            self.stop_index()
+        self.store_client.close()
+        self.store.stop()
+
+
+@pytest.fixture
+def group(tmp_path: Path) -> Iterator[Group]:
+    g = Group(tmp_path)
+    try:
+        yield g
+    finally:
+        g.close()
+
+
+def test_the_index_follows_the_feed_and_answers_key_and_unique_queries(group: Group) -> None:
+    first = group.put("Orders", [["o1", "shared"], ["o2", "shared"]])
+    second = group.put("Orders", [["o3", "shared"]])
+    other = group.put("Refunds", [["o1"]])
+    status = group.wait_caught_up()
+    assert status.entries == 3 * 3 + 2  # each key, plus one UNIQ_KEY per record
+    assert group.query("Orders", "shared") == (first + second)[::-1]
+    assert group.query("Orders", "o2") == [first[1]]
+    assert group.query("Refunds", "o1") == other
+    assert group.query("Orders", "U-o3", unique=True) == second
+    assert group.query("Orders", "U-o3") == []  # a unique id is not a business key
+    assert group.query("Orders", "shared", max_num=2) == [second[0], first[1]]
+
+
+def test_a_killed_index_catches_up_on_restart_and_indexes_each_record_once(
+    group: Group,
+) -> None:
+    before = [group.put("T", [["k", f"a{i}"]])[0] for i in range(60)]
+    group.wait_caught_up()
+    group.stop_index(kill=True)
+    during = [group.put("T", [["k", f"b{i}"]])[0] for i in range(60)]
+    group.start_index()
+    status = group.wait_caught_up()
+    assert group.query("T", "k") == (before + during)[::-1]
+    assert group.query("T", "b59") == [during[-1]]
+    assert status.entries == 120 * 3
+    assert status.files >= 2  # 300 entries a file: it rolled, and resumed across the roll
+
+
+def test_notices_lost_while_the_index_stalls_are_read_back_from_the_log(group: Group) -> None:
+    assert group.index is not None
+    body = b"x" * 8192  # notices carry the records: the feed's buffers fill up soon
+    group.put("T", [["warm"]], body=body)
+    group.wait_caught_up()
+    os.kill(group.index.pid, signal.SIGSTOP)
+    try:
+        offsets = [group.put("T", [["k", f"n{i}"]], body=body)[0] for i in range(3000)]
+    finally:
+        os.kill(group.index.pid, signal.SIGCONT)
+    status = group.wait_caught_up(timeout=60)
+    assert group.query("T", "k") == offsets[::-1][:1000]  # max_num is at most 1000
+    assert [group.query("T", f"n{i}") for i in range(3000)] == [[o] for o in offsets]
+    assert status.entries == 1 * 2 + 3000 * 3  # nothing indexed twice
+    # the lost notices were noticed: a later one started past the index, or the log grew
+    # with none arriving
+    lines = list(group.index.output)
+    assert any("feed jumped" in ln or "with no notice" in ln for ln in lines), lines
+
+
+def test_a_rebuild_from_the_commitlog_answers_as_the_live_index_did(group: Group) -> None:
+    for i in range(40):
+        group.put("T", [[f"k{i % 5}", f"own{i}"], [f"k{i % 3}"]])
+    group.wait_caught_up()
+    keys = [f"k{i}" for i in range(5)] + [f"own{i}" for i in range(40)]
+    before = {k: group.query("T", k) for k in keys}
+    files_before = group.status().files
+    assert group.index_client is not None
+    reply, _ = group.index_client.call(IndexRebuildRequest())
+    assert isinstance(reply, OkReply)
+    after_status = group.wait_caught_up()
+    assert {k: group.query("T", k) for k in keys} == before
+    assert after_status.files == files_before
+    later = group.put("T", [["k1"]])
+    group.wait_caught_up()
+    assert group.query("T", "k1") == later + before["k1"]
+
+
+def test_a_second_index_on_the_same_directory_exits_with_a_clear_error(group: Group) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "ferry.index", *group.index_args()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "in use by another index process" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        IndexQueryRequest(topic="T", key=""),
+        IndexQueryRequest(topic="bad topic!", key="k"),
+        IndexQueryRequest(topic="T", key="k", max_num=0),
+        IndexQueryRequest(topic="T", key="k", begin_ms=10, end_ms=5),
+    ],
+)
+def test_bad_queries_are_refused_and_the_index_keeps_serving(
+    group: Group, bad: IndexQueryRequest
+) -> None:
+    assert group.index_client is not None
+    reply, _ = group.index_client.call(bad)
+    assert isinstance(reply, ErrorReply)
+    assert reply.code == ResponseCode.INVALID_PARAMETER
+    offsets = group.put("T", [["ok"]])
+    group.wait_caught_up()
+    assert group.query("T", "ok") == offsets
+
+
+def test_garbage_on_the_feed_or_the_socket_never_stops_the_index_nor_skips_records(
+    tmp_path: Path,
+) -> None:
+    group = Group(tmp_path)
+    ctx: zmq.Context[Any] = zmq.Context()
+    fake_feed = ctx.socket(zmq.PUB)
+    fake_feed.linger = 0
+    port = fake_feed.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        group.stop_index()  # follow a feed the test writes, and the real store's log
+        args = group.index_args()
+        args[args.index(f"storeFeedEndpoint={group.store.endpoints['feed']}")] = (
+            f"storeFeedEndpoint=tcp://127.0.0.1:{port}"
+        )
+        group.index = start_service("index", args)
+        group.index_client = RawClient(group.index.endpoints["endpoint"])
+        first = group.put("T", [["a"], ["b"]])
+        status = group.wait_caught_up()  # no notice: the log grew, so it was read
+        bogus = DispatchNotice(status.applied_offset, status.applied_offset + 200)
+        notice = msgspec.msgpack.encode(bogus)
+        index = group.index
+
+        def publish(frames: list[bytes], refused: str) -> Callable[[], bool]:
+            def attempt() -> bool:
+                fake_feed.send_multipart([b"dispatch"])
+                fake_feed.send_multipart([b"dispatch", b"\xc1 not msgpack", b""])
+                fake_feed.send_multipart(frames)
+                return any(refused in line for line in index.output)
+
+            return attempt
+
+        wait_for(publish([b"dispatch", notice, b"\x00" * 200], "do not decode"), 20, "a refusal")
+        # a notice claiming bytes it does not carry
+        wait_for(publish([b"dispatch", notice, b""], "a notice of 0 bytes"), 20, "a refusal")
+        assert group.status().applied_offset == status.applied_offset  # nothing skipped
+        later = group.put("T", [["a"]])
+        group.wait_caught_up()
+        assert group.query("T", "a") == later + first[:1]
+        assert group.query("T", "b") == first[1:]
+
+        raw = ctx.socket(zmq.DEALER)
+        raw.linger = 0
+        raw.connect(index.endpoints["endpoint"])
+        raw.send_multipart([b"", b"\x00\x01garbage"])
+        assert raw.poll(10_000)
+        assert group.index_client is not None
+        env, _ = group.index_client.codec.decode_reply(raw.recv_multipart()[1:])
+        assert isinstance(env.body, ErrorReply)
+        assert env.body.code == ResponseCode.BAD_FRAME
+        assert group.query("T", "b") == first[1:]
+        assert index.alive()
+    finally:
+        ctx.destroy(linger=0)
+        group.close()
