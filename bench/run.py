@@ -8,6 +8,16 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 
-for script in ("store_append.py", "client_throughput.py", "push_consumer.py", "index_bench.py"):
+SCRIPTS = (
+    "store_append.py",
+    "store_flush_throughput.py",
+    "store_get_latency.py",
+    "store_recovery.py",
+    "client_throughput.py",
+    "push_consumer.py",
+    "index_bench.py",
+)
+
+for script in SCRIPTS:
     print(f"== {script}", flush=True)
     subprocess.run([sys.executable, str(HERE / script), *sys.argv[1:]], check=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -66,6 +67,7 @@ def main() -> None:
         rig.close()
         sys.exit(1)
     rig.close()
+    shutil.rmtree(root)
     took = time.monotonic() - started
     print(
         f"\n{args.rounds} kill -9 rounds ({args.flush}, {args.producers} producers): "

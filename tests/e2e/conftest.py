@@ -29,7 +29,7 @@ E2E_CONF = Path(__file__).resolve().parent / "broker-e2e.conf"
 PROJECT_PREFIX = "ferry-e2e-"
 # A loopback address other than the default, to show that clients follow BROKER_IP1.
 ADVERTISED_HOST = "127.0.0.2"
-SERVICES = ("namesrv", "broker-store", "broker-remoting")
+SERVICES = ("namesrv", "broker-store", "broker-index", "broker-remoting")
 
 
 def _run(args: list[str], timeout: float = 120.0, env: Mapping[str, str] | None = None) -> str:

@@ -80,7 +80,7 @@ class SteadyLoad:
 def test_host_clients_reach_the_broker_through_the_published_ports(running: ComposeStack) -> None:
     bodies = [f"hello-{i}".encode() for i in range(50)]
     with Producer("e2e-hello", running.namesrv) as producer:
-        first = producer.send(Message("E2EHello", bodies[0], tags="A"))
+        first = producer.send(Message("E2EHello", bodies[0], tags="A", keys=["order-e2e"]))
         producer.send_batch([Message("E2EHello", b, tags="B") for b in bodies[1:]])
     assert first.status is SendStatus.SEND_OK
 
@@ -92,6 +92,15 @@ def test_host_clients_reach_the_broker_through_the_published_ports(running: Comp
     got = consume_all(running.namesrv, "e2e-hello-reader", "E2EHello", set(bodies))
     assert sorted(m.body for m in got) == sorted(bodies)
     assert {m.tags for m in got if m.body == bodies[0]} == {"A"}
+
+    # the index container follows the store container's feed: queries by key work too
+    with Admin(running.namesrv) as admin:
+        found = wait_for(
+            lambda: admin.query_msg_by_key("E2EHello", "order-e2e"),
+            timeout=30,
+            what="the key in the index container",
+        )
+    assert [m.body for m in found] == [bodies[0]]
 
 
 def test_acknowledged_messages_survive_kill_9_of_the_store_container(
