@@ -50,7 +50,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
         value = predicate()
         if value or time.monotonic() > deadline:
             return value
-        time.sleep(0.02)  # polling interval of a deadline-bounded wait
+        time.sleep(0.02)  # wait-ok: polling interval of a deadline-bounded wait
 
 
 def drain(consumer: PullConsumer, want: int, timeout: float = 30.0) -> list[MessageExt]:

@@ -13,7 +13,7 @@ def wait_for(predicate: object, timeout: float = 5.0) -> bool:
     while time.monotonic() < deadline:
         if predicate():  # type: ignore[operator]
             return True
-        time.sleep(0.005)
+        time.sleep(0.005)  # wait-ok: polling within a deadline
     return False
 
 

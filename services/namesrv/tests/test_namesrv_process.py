@@ -88,7 +88,7 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)  # pacing between checks
+        time.sleep(0.02)  # wait-ok: pacing between checks
 
 
 def log_lines(sp: ServiceProcess, text: str) -> list[str]:
