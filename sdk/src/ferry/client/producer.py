@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from types import TracebackType
 
 from opentelemetry import trace
 
 from ferry.client.async_sender import AsyncSender, BatchConfig
+from ferry.client.heartbeats import send_heartbeat
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.latency_fault import (
     LATENCY_MAX_MS,
@@ -29,7 +30,7 @@ from ferry.client.message import Message, SendResult, encode_message, message_pr
 from ferry.client.outgoing import Outgoing, joined_result, send_request
 from ferry.client.publish import Publisher, Target
 from ferry.client.route import parse_namesrv
-from ferry.client.transport import Result, expect, wait
+from ferry.client.transport import expect, wait
 from ferry.protocol.errors import (
     FerryError,
     InvalidParameterError,
@@ -174,8 +175,7 @@ class Producer:
         if inst is None:
             return
         body = HeartbeatRequest(client_id=inst.client_id, producer_groups=[self.group])
-        future = inst.connection(addr).submit(body, timeout_s=inst.api_timeout_s)
-        future.add_done_callback(_log_failure(f"heartbeat to {addr}"))
+        send_heartbeat(inst, addr, body)
 
     # ---- sends ----
 
@@ -359,11 +359,3 @@ class Producer:
         final = last_error or RequestTimeoutError(f"send to {out.topic} timed out")
         inst.tracing.end(out.span, final)
         raise final
-
-
-def _log_failure(what: str) -> Callable[[Future[Result]], None]:
-    def callback(future: Future[Result]) -> None:
-        if not future.cancelled() and future.exception() is not None:
-            log.debug("%s failed: %s", what, future.exception())
-
-    return callback

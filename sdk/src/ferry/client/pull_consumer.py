@@ -11,21 +11,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import Future
+from collections.abc import Iterable
 from types import TracebackType
 
 from opentelemetry import trace
 
 from ferry.client.allocate import check_strategy
 from ferry.client.consume_state import PollSink, decode_batch
+from ferry.client.heartbeats import masters_serving, send_heartbeat
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.message import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue
 from ferry.client.offset_store import LocalOffsetStore, open_local_store
 from ferry.client.puller import OffsetRequest, PullConfig, Puller
 from ferry.client.rebalance import assignment
 from ferry.client.route import parse_namesrv
-from ferry.client.transport import Result, expect, wait
+from ferry.client.transport import expect, wait
 from ferry.protocol.errors import (
     BrokerNotExistError,
     FerryError,
@@ -350,16 +350,14 @@ class PullConsumer:
             return
         body = HeartbeatRequest(client_id=inst.client_id, consumers=[self._consumer_data()])
         for addr in self._broker_addrs():
-            future = inst.connection(addr).submit(body, timeout_s=inst.api_timeout_s)
-            future.add_done_callback(_log_failure(f"heartbeat to {addr}"))
+            send_heartbeat(inst, addr, body)
 
     def _heartbeat_to(self, addr: str) -> None:
         inst = self._instance
         if inst is None:
             return
         body = HeartbeatRequest(client_id=inst.client_id, consumers=[self._consumer_data()])
-        future = inst.connection(addr).submit(body, timeout_s=inst.api_timeout_s)
-        future.add_done_callback(_log_failure(f"heartbeat to {addr}"))
+        send_heartbeat(inst, addr, body)
 
     def _consumer_data(self) -> ConsumerData:
         with self._lock:
@@ -380,17 +378,4 @@ class PullConsumer:
             return set()
         with self._lock:
             topics = set(self._subscriptions) | puller.topics()
-        addrs: set[str] = set()
-        for topic in topics:
-            route = inst.routes.cached(topic)
-            if route is not None:
-                addrs.update(route.master_addrs.values())
-        return addrs
-
-
-def _log_failure(what: str) -> Callable[[Future[Result]], None]:
-    def callback(future: Future[Result]) -> None:
-        if not future.cancelled() and future.exception() is not None:
-            log.debug("%s failed: %s", what, future.exception())
-
-    return callback
+        return masters_serving(inst, topics)

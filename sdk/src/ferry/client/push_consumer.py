@@ -17,8 +17,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future
 from types import TracebackType
 
 from opentelemetry import trace
@@ -27,6 +25,7 @@ from ferry.client.allocate import check_strategy
 from ferry.client.consume_concurrently import ConcurrentConsumeService
 from ferry.client.consume_orderly import OrderlyConsumeService
 from ferry.client.consume_service import ConsumeConfig, ConsumeService, Listener, MiB
+from ferry.client.heartbeats import masters_serving, send_heartbeat
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.message import ConsumeFromWhere, MessageModel, MessageQueue
 from ferry.client.offset_store import LocalOffsetStore, open_local_store
@@ -34,7 +33,7 @@ from ferry.client.orderly_rebalance import move_orderly, renew_locks
 from ferry.client.puller import PullConfig, Puller
 from ferry.client.rebalance import assignment, unlock_queues
 from ferry.client.route import parse_namesrv
-from ferry.client.transport import Result, wait
+from ferry.client.transport import wait
 from ferry.client.work_loops import CHECK_INTERVAL_S
 from ferry.protocol.errors import FerryError, IllegalStateError, InvalidParameterError
 from ferry.protocol.messages import (
@@ -355,8 +354,7 @@ class PushConsumer:
         if inst is None:
             return
         body = HeartbeatRequest(client_id=inst.client_id, consumers=[self._consumer_data()])
-        future = inst.connection(addr).submit(body, timeout_s=inst.api_timeout_s)
-        future.add_done_callback(_log_failure(f"heartbeat to {addr}"))
+        send_heartbeat(inst, addr, body)
 
     def _consumer_data(self) -> ConsumerData:
         return ConsumerData(
@@ -370,17 +368,4 @@ class PushConsumer:
         )
 
     def _broker_addrs(self, inst: ClientInstance) -> set[str]:
-        addrs: set[str] = set()
-        for topic in self._all_subscriptions():
-            route = inst.routes.cached(topic)
-            if route is not None:
-                addrs.update(route.master_addrs.values())
-        return addrs
-
-
-def _log_failure(what: str) -> Callable[[Future[Result]], None]:
-    def callback(future: Future[Result]) -> None:
-        if not future.cancelled() and future.exception() is not None:
-            log.debug("%s failed: %s", what, future.exception())
-
-    return callback
+        return masters_serving(inst, self._all_subscriptions())

@@ -1,0 +1,40 @@
+"""What producers and consumers share to tell brokers they exist: heartbeats sent without
+waiting, and the brokers serving a set of topics."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+
+from ferry.client.instance import ClientInstance
+from ferry.client.transport import Result
+from ferry.protocol.messages import HeartbeatRequest
+
+log = logging.getLogger("ferry.client.heartbeats")
+
+
+def log_failure(what: str) -> Callable[[Future[Result]], None]:
+    """A done-callback for fire-and-forget requests: a failure is only logged (the next
+    period sends again)."""
+
+    def callback(future: Future[Result]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            log.debug("%s failed: %s", what, future.exception())
+
+    return callback
+
+
+def send_heartbeat(inst: ClientInstance, addr: str, body: HeartbeatRequest) -> None:
+    future = inst.connection(addr).submit(body, timeout_s=inst.api_timeout_s)
+    future.add_done_callback(log_failure(f"heartbeat to {addr}"))
+
+
+def masters_serving(inst: ClientInstance, topics: Iterable[str]) -> set[str]:
+    """Master addresses of every broker with a cached route for one of `topics`."""
+    addrs: set[str] = set()
+    for topic in topics:
+        route = inst.routes.cached(topic)
+        if route is not None:
+            addrs.update(route.master_addrs.values())
+    return addrs
