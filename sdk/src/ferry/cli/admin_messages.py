@@ -13,7 +13,6 @@ from rich.progress import Progress
 from ferry.cli.admin import DEFAULT_NAMESRV, Json, Namesrv, Topic, admin_session, app
 from ferry.cli.output import fail, print_json, print_table
 from ferry.client import (
-    ConsumeFromWhere,
     Message,
     MessageExt,
     MessageQueue,
@@ -109,6 +108,24 @@ def _read(consumer: PullConsumer, want: int, idle_s: float) -> list[MessageExt]:
     return got[:want]
 
 
+def _read_from(
+    namesrv: str, starts: dict[MessageQueue, int], count: int, idle_s: float
+) -> list[MessageExt]:
+    """Up to `count` messages of the given queues from the given offsets; commits nothing."""
+    with PullConsumer(TOOLS_GROUP, namesrv, auto_commit=False) as consumer:
+        consumer.assign(starts)
+        for queue, offset in starts.items():
+            consumer.seek(queue, offset)
+        return _read(consumer, count, idle_s)
+
+
+def _show(title: str, msgs: list[MessageExt], json: bool) -> None:
+    if json:
+        print_json([_message_json(m) for m in msgs])
+    else:
+        print_table(title, MESSAGE_COLUMNS, _message_rows(msgs))
+
+
 @app.command("consumeMessage")
 def consume_message(
     topic: Topic,
@@ -119,22 +136,13 @@ def consume_message(
 ) -> None:
     """Read messages of a topic from the beginning, without committing any offset."""
     try:
-        with PullConsumer(
-            TOOLS_GROUP, namesrv, ConsumeFromWhere.FIRST_OFFSET, auto_commit=False
-        ) as consumer:
-            with admin_session(namesrv) as admin:
-                queues = admin.queues(topic)
-            consumer.assign(queues)
-            for q in queues:
-                consumer.seek(q, 0)
-            msgs = _read(consumer, count, wait)
+        with admin_session(namesrv) as admin:
+            queues = admin.queues(topic)
+        msgs = _read_from(namesrv, dict.fromkeys(queues, 0), count, wait)
     except FerryError as err:
         fail(str(err))
         raise typer.Exit(1) from None
-    if json:
-        print_json([_message_json(m) for m in msgs])
-        return
-    print_table(f"{len(msgs)} messages of {topic}", MESSAGE_COLUMNS, _message_rows(msgs))
+    _show(f"{len(msgs)} messages of {topic}", msgs, json)
 
 
 @app.command("printMsgByQueue")
@@ -150,17 +158,11 @@ def print_msg_by_queue(
     """Print one queue's messages from an offset."""
     queue = MessageQueue(topic, broker, queue_id)
     try:
-        with PullConsumer(TOOLS_GROUP, namesrv, auto_commit=False) as consumer:
-            consumer.assign([queue])
-            consumer.seek(queue, begin)
-            msgs = _read(consumer, count, 1.0)
+        msgs = _read_from(namesrv, {queue: begin}, count, 1.0)
     except FerryError as err:
         fail(str(err))
         raise typer.Exit(1) from None
-    if json:
-        print_json([_message_json(m) for m in msgs])
-        return
-    print_table(f"{queue} from offset {begin}", MESSAGE_COLUMNS, _message_rows(msgs))
+    _show(f"{queue} from offset {begin}", msgs, json)
 
 
 @app.command("queryMsgByOffset")
@@ -174,24 +176,12 @@ def query_msg_by_offset(
 ) -> None:
     """Show the message at one queue offset."""
     queue = MessageQueue(topic, broker, queue_id)
-    try:
-        with PullConsumer(TOOLS_GROUP, namesrv, auto_commit=False) as consumer:
-            consumer.assign([queue])
-            consumer.seek(queue, offset)
-            msgs = [m for m in _read(consumer, 1, 1.0) if m.queue_offset == offset]
-    except FerryError as err:
-        fail(str(err))
-        raise typer.Exit(1) from None
-    if not msgs:
-        fail(f"no message at {queue} offset {offset}")
-        raise typer.Exit(1)
+    with admin_session(namesrv) as admin:
+        info = _message_json(admin.query_msg_by_offset(queue, offset))
     if json:
-        print_json(_message_json(msgs[0]))
+        print_json(info)
         return
-    info = _message_json(msgs[0])
-    print_table(
-        f"message at {queue} offset {offset}", ["field", "value"], [(k, v) for k, v in info.items()]
-    )
+    print_table(f"message at {queue} offset {offset}", ["field", "value"], list(info.items()))
 
 
 @app.command("checkMsgSendRT")

@@ -1,5 +1,5 @@
 """What producers and consumers share to tell brokers they exist: heartbeats sent without
-waiting, and the brokers serving a set of topics."""
+waiting, the brokers serving a set of topics, and leaving."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
 from ferry.client.instance import ClientInstance
-from ferry.client.transport import Result
-from ferry.protocol.messages import HeartbeatRequest
+from ferry.client.transport import Result, wait
+from ferry.protocol.errors import FerryError
+from ferry.protocol.messages import HeartbeatRequest, UnregisterClientRequest
 
 log = logging.getLogger("ferry.client.heartbeats")
 
@@ -38,3 +39,13 @@ def masters_serving(inst: ClientInstance, topics: Iterable[str]) -> set[str]:
         if route is not None:
             addrs.update(route.master_addrs.values())
     return addrs
+
+
+def unregister(inst: ClientInstance, body: UnregisterClientRequest, addrs: Iterable[str]) -> None:
+    """Tells brokers this client leaves (best effort, a second at most: they would expire it)."""
+    futures = [inst.connection(addr).submit(body, timeout_s=1.0) for addr in set(addrs)]
+    for future in futures:
+        try:
+            wait(future, 1.0)
+        except FerryError as err:
+            log.debug("unregister failed: %s", err)

@@ -18,7 +18,7 @@ from types import TracebackType
 from opentelemetry import trace
 
 from ferry.client.async_sender import AsyncSender, BatchConfig
-from ferry.client.heartbeats import send_heartbeat
+from ferry.client.heartbeats import send_heartbeat, unregister
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.latency_fault import (
     LATENCY_MAX_MS,
@@ -30,7 +30,7 @@ from ferry.client.message import Message, SendResult, encode_message, message_pr
 from ferry.client.outgoing import Outgoing, joined_result, send_request
 from ferry.client.publish import Publisher, Target
 from ferry.client.route import parse_namesrv
-from ferry.client.transport import expect, wait
+from ferry.client.transport import expect
 from ferry.protocol.errors import (
     FerryError,
     InvalidParameterError,
@@ -137,18 +137,8 @@ class Producer:
         if self._async is not None:
             self._async.close(self.send_timeout_s)
         self._instance = None
-        futures = [
-            inst.connection(addr).submit(
-                UnregisterClientRequest(client_id=inst.client_id, producer_group=self.group),
-                timeout_s=1.0,
-            )
-            for addr in set(inst.routes.master_addrs().values())
-        ]
-        for future in futures:
-            try:
-                wait(future, 1.0)
-            except FerryError as err:
-                log.debug("unregister failed: %s", err)
+        body = UnregisterClientRequest(client_id=inst.client_id, producer_group=self.group)
+        unregister(inst, body, inst.routes.master_addrs().values())
         inst.close()
 
     def __enter__(self) -> Producer:

@@ -18,14 +18,14 @@ from opentelemetry import trace
 
 from ferry.client.allocate import check_strategy
 from ferry.client.consume_state import PollSink, decode_batch
-from ferry.client.heartbeats import masters_serving, send_heartbeat
+from ferry.client.heartbeats import masters_serving, send_heartbeat, unregister
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.message import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue
 from ferry.client.offset_store import LocalOffsetStore, open_local_store
 from ferry.client.puller import OffsetRequest, PullConfig, Puller
 from ferry.client.rebalance import assignment
 from ferry.client.route import parse_namesrv
-from ferry.client.transport import expect, wait
+from ferry.client.transport import expect
 from ferry.protocol.errors import (
     BrokerNotExistError,
     FerryError,
@@ -157,12 +157,7 @@ class PullConsumer:
         if self.auto_commit:
             self._auto_commit()
         body = UnregisterClientRequest(client_id=inst.client_id, consumer_group=self.group)
-        futures = [inst.connection(a).submit(body, timeout_s=1.0) for a in self._broker_addrs()]
-        for future in futures:
-            try:
-                wait(future, 1.0)
-            except FerryError as err:
-                log.debug("unregister failed: %s", err)
+        unregister(inst, body, self._broker_addrs())
         with self._rebalance_lock:
             self._instance = None
         puller.close()

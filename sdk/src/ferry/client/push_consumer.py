@@ -25,7 +25,7 @@ from ferry.client.allocate import check_strategy
 from ferry.client.consume_concurrently import ConcurrentConsumeService
 from ferry.client.consume_orderly import OrderlyConsumeService
 from ferry.client.consume_service import ConsumeConfig, ConsumeService, Listener, MiB
-from ferry.client.heartbeats import masters_serving, send_heartbeat
+from ferry.client.heartbeats import masters_serving, send_heartbeat, unregister
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.message import ConsumeFromWhere, MessageModel, MessageQueue
 from ferry.client.offset_store import LocalOffsetStore, open_local_store
@@ -33,9 +33,8 @@ from ferry.client.orderly_rebalance import move_orderly, renew_locks
 from ferry.client.puller import PullConfig, Puller
 from ferry.client.rebalance import assignment, unlock_queues
 from ferry.client.route import parse_namesrv
-from ferry.client.transport import wait
 from ferry.client.work_loops import CHECK_INTERVAL_S
-from ferry.protocol.errors import FerryError, IllegalStateError, InvalidParameterError
+from ferry.protocol.errors import IllegalStateError, InvalidParameterError
 from ferry.protocol.messages import (
     AnyReply,
     ConsumerData,
@@ -240,12 +239,7 @@ class PushConsumer:
         if self._orderly and self.model is MessageModel.CLUSTERING:
             unlock_queues(inst, self.group, puller.queues())
         body = UnregisterClientRequest(client_id=inst.client_id, consumer_group=self.group)
-        futures = [inst.connection(a).submit(body, timeout_s=1.0) for a in self._broker_addrs(inst)]
-        for future in futures:
-            try:
-                wait(future, 1.0)
-            except FerryError as err:
-                log.debug("unregister failed: %s", err)
+        unregister(inst, body, self._broker_addrs(inst))
         puller.close()
         inst.close()
 
