@@ -101,3 +101,40 @@ def test_offset_msg_id_round_trip() -> None:
     assert decode_offset_msg_id(mid) == ("192.168.1.7:10911", 2**40 + 5)
     with pytest.raises(RecordError):
         decode_offset_msg_id("zz")
+
+
+def test_retopic_keeps_the_message_and_updates_its_properties() -> None:
+    raw = record.encode_record(
+        b"Orders",
+        b"body",
+        record.encode_properties({"TAGS": "A", "DELAY": "2", "UNIQ_KEY": "u"}),
+        flag=3,
+        sysflag=record.SYSFLAG_COMPRESSED,
+        born_timestamp=77,
+        born_host=record.pack_host("10.0.0.2:5"),
+        reconsume_times=4,
+    )
+    (original,) = record.iter_records(raw)
+    copy_raw = record.retopic(
+        original,
+        "SCHEDULE_TOPIC_XXXX",
+        set_props={"REAL_TOPIC": "Orders", "REAL_QID": "1"},
+        drop_props=("DELAY",),
+        queue_id=1,
+    )
+    (copy,) = record.iter_records(copy_raw)
+    assert copy.topic == "SCHEDULE_TOPIC_XXXX" and copy.queue_id == 1
+    assert (copy.body, copy.flag, copy.sysflag, copy.born_timestamp, copy.born_host) == (
+        b"body",
+        3,
+        record.SYSFLAG_COMPRESSED,
+        77,
+        "10.0.0.2:5",
+    )
+    assert copy.reconsume_times == 4
+    assert copy.properties == {
+        "TAGS": "A",
+        "UNIQ_KEY": "u",
+        "REAL_TOPIC": "Orders",
+        "REAL_QID": "1",
+    }

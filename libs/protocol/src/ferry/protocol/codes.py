@@ -24,7 +24,9 @@ class RequestCode(IntEnum):
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
     CONSUMER_SEND_MSG_BACK = 36
+    END_TRANSACTION = 37
     GET_CONSUMER_LIST_BY_GROUP = 38
+    CHECK_TRANSACTION_STATE = 39
     NOTIFY_CONSUMER_IDS_CHANGED = 40
     LOCK_BATCH_MQ = 41
     UNLOCK_BATCH_MQ = 42
@@ -37,6 +39,22 @@ class RequestCode(IntEnum):
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     SEND_BATCH_MESSAGE = 320
     DELETE_EXPIRED_COMMITLOG = 329
+    # administration (mqadmin), RocketMQ's numbers
+    UPDATE_BROKER_CONFIG = 25
+    GET_BROKER_CONFIG = 26
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+    GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
+    GET_CONSUMER_CONNECTION_LIST = 203
+    GET_PRODUCER_CONNECTION_LIST = 204
+    WIPE_WRITE_PERM_OF_BROKER = 205
+    DELETE_SUBSCRIPTIONGROUP = 207
+    DELETE_TOPIC_IN_BROKER = 215
+    DELETE_TOPIC_IN_NAMESRV = 216
+    RESET_CONSUMER_CLIENT_OFFSET = 220
+    INVOKE_BROKER_TO_RESET_OFFSET = 222
+    CLEAN_EXPIRED_CONSUMEQUEUE = 306
+    VIEW_BROKER_STATS_DATA = 315
+    ADD_WRITE_PERM_OF_BROKER = 327
     # Ferry-only: health and the broker-internal store protocol.
     PING = 10000
     STORE_PUT = 10001
@@ -44,10 +62,31 @@ class RequestCode(IntEnum):
     STORE_QUEUE_OFFSETS = 10003
     STORE_READ_LOG = 10004
     STORE_STATUS = 10005
+    # Ferry-only: raw CommitLog ranges for HA replication (master reads, slave appends).
+    STORE_READ_RAW = 10006
+    STORE_APPEND_RAW = 10007
+    STORE_LOG_DIGEST = 10008
     # Ferry-only: the index service's own requests.
     INDEX_QUERY = 10020
     INDEX_STATUS = 10021
     INDEX_REBUILD = 10022
+    # Ferry-only: HA replication (ha-replicator) and slave metadata sync (remoting).
+    HA_HELLO = 10050
+    HA_TRANSFER = 10051
+    HA_WAIT_ACK = 10052
+    HA_STATUS = 10053
+    SLAVE_SYNC = 10054
+    # Ferry-only: remoting asks the scheduler which half messages to check, and whether one
+    # has ended
+    TRANSACTION_CHECKS = 10040
+    TRANSACTION_STATE = 10041
+    # Ferry-only: the scheduler's own requests.
+    SCHEDULER_STATUS = 10030
+    # Ferry-only: remoting asks its store to drop a deleted topic's queues / take live config.
+    STORE_DELETE_TOPIC = 10060
+    STORE_UPDATE_CONFIG = 10061
+    # Ferry-only: any service's OTel metrics, gathered by remoting for /metrics
+    METRICS = 10070
 
 
 class ResponseCode(IntEnum):
@@ -84,6 +123,8 @@ class ResponseCode(IntEnum):
     # Ferry-only.
     BAD_FRAME = 10000
     DISK_FULL = 10001
+    # a slave's CommitLog does not match its master's (or lies outside it): not replicated
+    HA_LOG_DIVERGED = 10050
 
 
 class SendStatus(IntEnum):
@@ -93,6 +134,14 @@ class SendStatus(IntEnum):
     FLUSH_DISK_TIMEOUT = ResponseCode.FLUSH_DISK_TIMEOUT
     SLAVE_NOT_AVAILABLE = ResponseCode.SLAVE_NOT_AVAILABLE
     FLUSH_SLAVE_TIMEOUT = ResponseCode.FLUSH_SLAVE_TIMEOUT
+
+
+class TransactionResolution(IntEnum):
+    """How a transaction ends (END_TRANSACTION), numbered as RocketMQ's MessageSysFlag types."""
+
+    UNKNOWN = 0
+    COMMIT = 0x8
+    ROLLBACK = 0xC
 
 
 class PullStatus(IntEnum):

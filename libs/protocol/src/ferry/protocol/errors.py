@@ -153,6 +153,14 @@ class DiskFullError(FerryError):
 
 
 @_register
+class HaLogDivergedError(FerryError):
+    """A slave's CommitLog does not match its master's (the master was replaced, or the slave
+    ends where the master has no bytes): the master refuses to replicate rather than merge."""
+
+    code = ResponseCode.HA_LOG_DIVERGED
+
+
+@_register
 class BadFrameError(FerryError):
     """A frame that could not be parsed: wrong shape, not msgpack, or missing fields."""
 

@@ -176,6 +176,13 @@ class SendMessageRequest(Request, frozen=True, tag="send"):
     count: int = 1
     default_topic: str = ""
     default_topic_queue_nums: int = 4
+    # delayed sends (count 1, sent alone): stored aside in SCHEDULE_TOPIC_XXXX (delay level) or
+    # the timer topic (absolute delivery time, ms) until due; 0 for none
+    delay_level: int = 0
+    deliver_at_ms: int = 0
+    # a transaction's half message (count 1): stored aside in RMQ_SYS_TRANS_HALF_TOPIC, with
+    # the topic and queue picked here in its REAL_TOPIC / REAL_QID properties, until it ends
+    transactional: bool = False
 
 
 class SendMessageReply(Reply, frozen=True, tag="send_reply"):
@@ -244,6 +251,10 @@ class HeartbeatRequest(Request, frozen=True, tag="heartbeat"):
     client_id: str
     producer_groups: list[str] = []
     consumers: list[ConsumerData] = []
+    # what consumerConnection / producerConnection show
+    client_addr: str = ""
+    language: str = ""
+    version: str = ""
 
 
 class UnregisterClientRequest(Request, frozen=True, tag="unregister_client"):
@@ -311,6 +322,8 @@ class StorePutReply(Reply, frozen=True, tag="store_put_reply"):
     status: int  # SendStatus
     queue_offset: int
     phys_offsets: list[int]
+    # the log end after this put: a SYNC_MASTER send waits until a slave acked it
+    next_offset: int = 0
 
 
 class StoreGetRequest(Request, frozen=True, tag="store_get"):
@@ -465,6 +478,79 @@ class ConsumerIdsChangedNotice(Reply, frozen=True, tag="consumer_ids_changed"):
     consumer_group: str
 
 
+# ---- transactions ---------------------------------------------------------------------------
+
+
+class EndTransactionRequest(Request, frozen=True, tag="end_transaction"):
+    """A producer ends a transaction: COMMIT stores the half message in its real topic, ROLLBACK
+    drops it; both are recorded in RMQ_SYS_TRANS_OP_HALF_TOPIC. UNKNOWN changes nothing (the
+    broker will ask again). A second end of the same half message changes nothing."""
+
+    code = RequestCode.END_TRANSACTION
+    producer_group: str
+    commit_log_offset: int  # where the half message lies in the CommitLog
+    resolution: int  # TransactionResolution
+    tran_state_table_offset: int = 0  # the half message's queue offset
+    msg_id: str = ""
+    transaction_id: str = ""
+    from_transaction_check: bool = False  # an answer to CheckTransactionStateNotice
+
+
+class TransactionCheck(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One half message to ask its group about (in TransactionChecksReply)."""
+
+    producer_group: str
+    commit_log_offset: int
+    record_size: int  # of its stored record in the reply's payload frame
+    tran_state_table_offset: int = 0
+    msg_id: str = ""
+    transaction_id: str = ""
+    check_times: int = 0  # checks before this one
+    traceparent: str = ""  # the trace of the half message's send
+
+
+class TransactionChecksRequest(Request, frozen=True, tag="transaction_checks"):
+    """Remoting asks the scheduler for half messages due for a check (held up to suspend_ms
+    when none is due); it passes each to a live producer of the group as a
+    CheckTransactionStateNotice."""
+
+    code = RequestCode.TRANSACTION_CHECKS
+    max_checks: int = 64
+    suspend_ms: int = 0
+
+
+class TransactionChecksReply(Reply, frozen=True, tag="transaction_checks_reply"):
+    """Payload (when checks is not empty): one frame of the checks' half records, in order."""
+
+    checks: list[TransactionCheck] = []
+
+
+class TransactionStateRequest(Request, frozen=True, tag="transaction_state"):
+    """Remoting asks the scheduler whether a half message has ended already (for half messages
+    stored before remoting's start: an end repeated across a remoting restart changes
+    nothing)."""
+
+    code = RequestCode.TRANSACTION_STATE
+    commit_log_offset: int
+
+
+class TransactionStateReply(Reply, frozen=True, tag="transaction_state_reply"):
+    ended: bool = False  # committed, rolled back or moved to TRANS_CHECK_MAX_TIME_TOPIC
+    pending: bool = False  # read in the log and waiting for its end
+
+
+class CheckTransactionStateNotice(Reply, frozen=True, tag="check_transaction_state_notice"):
+    """Sent by the broker, unasked (a ReplyEnvelope with id 0), to one producer of the group: it
+    answers with EndTransactionRequest(from_transaction_check=True)."""
+
+    producer_group: str
+    commit_log_offset: int
+    record: bytes  # the stored half record (ferry.protocol.record layout)
+    tran_state_table_offset: int = 0
+    msg_id: str = ""
+    transaction_id: str = ""
+
+
 # ---- message queries and the index service --------------------------------------------------
 
 # end_ms of a query that wants everything up to now
@@ -539,6 +625,33 @@ class IndexRebuildRequest(Request, frozen=True, tag="index_rebuild"):
     code = RequestCode.INDEX_REBUILD
 
 
+# ---- the scheduler service (delay levels, timers) -------------------------------------------
+
+
+class DelayLevelStatus(msgspec.Struct, frozen=True, array_like=True):
+    level: int
+    delay_ms: int
+    offset: int  # next SCHEDULE_TOPIC_XXXX queue offset to deliver (RocketMQ's delayOffset)
+    max_offset: int  # the queue's end, as last seen
+    delivered: int = 0  # delivered since the scheduler started
+
+
+class SchedulerStatusRequest(Request, frozen=True, tag="scheduler_status"):
+    code = RequestCode.SCHEDULER_STATUS
+
+
+class SchedulerStatusReply(Reply, frozen=True, tag="scheduler_status_reply"):
+    levels: list[DelayLevelStatus]
+    timer_queue_offset: int = 0  # next timer-topic queue offset to take into the wheel
+    timer_queue_max: int = 0
+    timer_pending: int = 0  # timers in the wheel, not yet delivered
+    timer_read_ms: int = 0  # every timer due before this was delivered
+    timer_delivered: int = 0  # since start
+    skipped_duplicates: int = 0  # deliveries found done already after a restart
+    # what other components of the scheduler report (e.g. transactions), name -> value
+    extra: dict[str, str] = {}
+
+
 # ---- consumer groups (producers and consumers) ---------------------------------------------
 
 
@@ -554,8 +667,378 @@ class GroupListReply(Reply, frozen=True, tag="group_list"):
     groups: list[str]
 
 
+# ---- HA replication (ha-replicator) and slave metadata sync (remoting) ----------------------
+
+
+class StoreReadRawRequest(Request, frozen=True, tag="store_read_raw"):
+    """CommitLog bytes from `from_offset` exactly as they lie, blank segment tails included:
+    what a master streams to its slaves. Whole records, one segment at most."""
+
+    code = RequestCode.STORE_READ_RAW
+    from_offset: int
+    max_bytes: int = 1024 * 1024
+
+
+class StoreReadRawReply(Reply, frozen=True, tag="store_read_raw_reply"):
+    """Payload: one frame of next_offset - from_offset bytes (empty at the log end)."""
+
+    from_offset: int
+    next_offset: int
+    min_offset: int
+    max_offset: int
+
+
+class StoreAppendRawRequest(Request, frozen=True, tag="store_append_raw"):
+    """A slave's append. Payload: one frame of raw log bytes (as StoreReadRawReply gives them)
+    that start at `from_offset`, which must be the slave store's log end."""
+
+    code = RequestCode.STORE_APPEND_RAW
+    from_offset: int
+
+
+class StoreAppendRawReply(Reply, frozen=True, tag="store_append_raw_reply"):
+    next_offset: int  # the log end after the append
+    records: int = 0
+
+
+class StoreLogDigestRequest(Request, frozen=True, tag="store_log_digest"):
+    """CRC32 of the log bytes [from_offset, to_offset) (one segment at most): how a master
+    and a slave check that their logs agree."""
+
+    code = RequestCode.STORE_LOG_DIGEST
+    from_offset: int
+    to_offset: int
+
+
+class StoreLogDigestReply(Reply, frozen=True, tag="store_log_digest_reply"):
+    from_offset: int
+    to_offset: int
+    crc: int
+    min_offset: int
+    max_offset: int
+
+
+class HaHelloRequest(Request, frozen=True, tag="ha_hello"):
+    """A slave's ha-replicator introduces itself to its master's: where its log ends and the
+    CRC32 of its last bytes [digest_from, max_offset), which the master compares with its own."""
+
+    code = RequestCode.HA_HELLO
+    broker_name: str
+    broker_id: int
+    max_offset: int
+    digest_from: int = 0
+    digest_crc: int = 0
+    slave_addr: str = ""
+
+
+class HaHelloReply(Reply, frozen=True, tag="ha_hello_reply"):
+    session: int  # names the slave in its transfers
+    start_offset: int  # where its transfers start
+    master_max_offset: int
+
+
+class HaTransferRequest(Request, frozen=True, tag="ha_transfer"):
+    """A slave asks for the log from `from_offset`, which also acks every byte below it."""
+
+    code = RequestCode.HA_TRANSFER
+    session: int
+    from_offset: int
+    max_bytes: int = 1024 * 1024
+    suspend_ms: int = 0  # hold up to this long when there is nothing new
+
+
+class HaTransferReply(Reply, frozen=True, tag="ha_transfer_reply"):
+    """Payload: one frame of next_offset - from_offset raw log bytes (empty: nothing new)."""
+
+    from_offset: int
+    next_offset: int
+    master_max_offset: int
+
+
+class HaWaitAckRequest(Request, frozen=True, tag="ha_wait_ack"):
+    """Remoting of a SYNC_MASTER: answer once a slave acked the log up to `offset`."""
+
+    code = RequestCode.HA_WAIT_ACK
+    offset: int
+    timeout_ms: int = 5000
+
+
+class HaWaitAckReply(Reply, frozen=True, tag="ha_wait_ack_reply"):
+    status: int  # SendStatus: SEND_OK, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE
+    acked_offset: int = 0
+
+
+class HaSlaveStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+    broker_id: int
+    addr: str = ""
+    acked_offset: int = 0
+    in_sync: bool = False  # within haMaxGapNotInSync of the master's log end
+    last_ack_ms: int = 0
+
+
+class HaStatusRequest(Request, frozen=True, tag="ha_status"):
+    code = RequestCode.HA_STATUS
+
+
+class HaStatusReply(Reply, frozen=True, tag="ha_status_reply"):
+    role: str
+    master_max_offset: int = 0  # a slave: the master's log end it heard last
+    slaves: list[HaSlaveStatus] = []  # a master: its slaves
+    # a slave's side
+    master_ha_addr: str = ""
+    connected: bool = False
+    applied_offset: int = 0
+    bytes_received: int = 0
+    error: str = ""  # why the master refused this slave, if it did
+
+
+class SyncedOffset(msgspec.Struct, frozen=True, array_like=True):
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+
+
+class SyncedGroup(msgspec.Struct, frozen=True, omit_defaults=True):
+    group_name: str
+    consume_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+
+
+class SlaveSyncRequest(Request, frozen=True, tag="slave_sync"):
+    """A slave's remoting asks its master's for topics, subscription groups and consumer
+    offsets (RocketMQ's SlaveSynchronize), handing over the offsets consumers committed on the
+    slave since its last sync (the master keeps the larger of its own and these)."""
+
+    code = RequestCode.SLAVE_SYNC
+    broker_name: str
+    offsets: list[SyncedOffset] = []
+
+
+class SlaveSyncReply(Reply, frozen=True, tag="slave_sync_reply"):
+    topics: list[TopicConfig] = []
+    groups: list[SyncedGroup] = []
+    offsets: list[SyncedOffset] = []
+
+
+# ---- administration (mqadmin) ---------------------------------------------------------------
+
+
+class SubscriptionGroupConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """A consumer group's settings on a broker (RocketMQ's SubscriptionGroupConfig)."""
+
+    group_name: str
+    consume_enable: bool = True  # False: pulls are refused (NO_PERMISSION)
+    consume_broadcast_enable: bool = True
+    consume_from_min_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16  # failed deliveries before %DLQ%group
+    notify_consumer_ids_changed_enable: bool = True
+
+
+class UpdateSubscriptionGroupRequest(Request, frozen=True, tag="update_subscription_group"):
+    code = RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
+    config: SubscriptionGroupConfig
+
+
+class GetAllSubscriptionGroupRequest(Request, frozen=True, tag="get_all_subscription_group"):
+    code = RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+
+
+class SubscriptionGroupListReply(Reply, frozen=True, tag="subscription_groups"):
+    groups: list[SubscriptionGroupConfig]
+
+
+class DeleteSubscriptionGroupRequest(Request, frozen=True, tag="delete_subscription_group"):
+    """Drops a group's config; with clean_offset also its committed offsets."""
+
+    code = RequestCode.DELETE_SUBSCRIPTIONGROUP
+    group_name: str
+    clean_offset: bool = False
+
+
+class DeleteTopicRequest(Request, frozen=True, tag="delete_topic_in_broker"):
+    """Drops a topic's config, its committed offsets and (through the store) its
+    ConsumeQueues; its records stay in the CommitLog until retention deletes them."""
+
+    code = RequestCode.DELETE_TOPIC_IN_BROKER
+    topic: str
+
+
+class DeleteTopicInNamesrvRequest(Request, frozen=True, tag="delete_topic_in_namesrv"):
+    """Drops a topic's route (of the brokers of `cluster` only, when given)."""
+
+    code = RequestCode.DELETE_TOPIC_IN_NAMESRV
+    topic: str
+    cluster: str = ""
+
+
+class StoreDeleteTopicRequest(Request, frozen=True, tag="store_delete_topic"):
+    code = RequestCode.STORE_DELETE_TOPIC
+    topic: str
+
+
+class CleanExpiredConsumeQueueRequest(Request, frozen=True, tag="clean_expired_consumequeue"):
+    """Drops ConsumeQueue entries and files below the CommitLog's min offset, and the queues
+    wholly below it. Served by remoting and, forwarded untouched, by the store."""
+
+    code = RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE
+
+
+class QueuesCleanedReply(Reply, frozen=True, tag="queues_cleaned"):
+    queues: int  # queues removed
+    files: int  # ConsumeQueue files deleted
+    entries: int = 0  # entries dropped from queues that stay
+
+
+class GetBrokerConfigRequest(Request, frozen=True, tag="get_broker_config"):
+    code = RequestCode.GET_BROKER_CONFIG
+
+
+class BrokerConfigReply(Reply, frozen=True, tag="broker_config"):
+    config: dict[str, str]  # broker.conf key -> value in force
+    live_keys: list[str] = []  # the keys updateBrokerConfig changes without a restart
+
+
+class UpdateBrokerConfigRequest(Request, frozen=True, tag="update_broker_config"):
+    """Changes broker.conf keys in the running broker and keeps them in
+    <storePathRootDir>/config/broker-overlay.conf; keys that need a restart are refused.
+    Remoting forwards the store's keys to its store with StoreUpdateConfigRequest."""
+
+    code = RequestCode.UPDATE_BROKER_CONFIG
+    properties: dict[str, str]
+
+
+class StoreUpdateConfigRequest(Request, frozen=True, tag="store_update_config"):
+    code = RequestCode.STORE_UPDATE_CONFIG
+    properties: dict[str, str]
+
+
+class WipeWritePermRequest(Request, frozen=True, tag="wipe_write_perm"):
+    """Name server: routes stop offering the broker's queues for writing until
+    AddWritePermRequest, re-registrations included (drains a broker)."""
+
+    code = RequestCode.WIPE_WRITE_PERM_OF_BROKER
+    broker_name: str
+
+
+class AddWritePermRequest(Request, frozen=True, tag="add_write_perm"):
+    code = RequestCode.ADD_WRITE_PERM_OF_BROKER
+    broker_name: str
+
+
+class WritePermReply(Reply, frozen=True, tag="write_perm_reply"):
+    topics: int  # topics of the broker whose route changed
+
+
+class ClientConnection(msgspec.Struct, frozen=True, omit_defaults=True):
+    client_id: str
+    client_addr: str = ""
+    language: str = ""
+    version: str = ""
+    last_heartbeat_ms: int = 0
+
+
+class GetConsumerConnectionListRequest(Request, frozen=True, tag="get_consumer_connection_list"):
+    code = RequestCode.GET_CONSUMER_CONNECTION_LIST
+    consumer_group: str
+
+
+class ConsumerConnectionReply(Reply, frozen=True, tag="consumer_connections"):
+    connections: list[ClientConnection]
+    consume_type: str = ""
+    message_model: str = ""
+    consume_from: str = ""
+    subscriptions: list[SubscriptionData] = []
+
+
+class GetProducerConnectionListRequest(Request, frozen=True, tag="get_producer_connection_list"):
+    code = RequestCode.GET_PRODUCER_CONNECTION_LIST
+    producer_group: str
+
+
+class ProducerConnectionReply(Reply, frozen=True, tag="producer_connections"):
+    connections: list[ClientConnection]
+
+
+class ResetOffsetRequest(Request, frozen=True, tag="reset_offset"):
+    """Sets a group's committed offsets of a topic's queues on this broker and tells the
+    group's live members (ResetOffsetNotice) to go on from them."""
+
+    code = RequestCode.INVOKE_BROKER_TO_RESET_OFFSET
+    consumer_group: str
+    topic: str
+    offsets: list[OffsetEntry]
+    timestamp_ms: int = -1  # what the offsets were searched for (logged only)
+
+
+class ResetOffsetReply(Reply, frozen=True, tag="reset_offset_reply"):
+    notified: int  # live members told
+
+
+class ResetOffsetNotice(Reply, frozen=True, tag="reset_consumer_client_offset"):
+    """Sent by the broker, unasked, to each live member of a group after ResetOffsetRequest."""
+
+    consumer_group: str
+    topic: str
+    offsets: list[OffsetEntry]
+    broker_name: str = ""  # the broker whose queues these are
+
+
+class GetBrokerStatsRequest(Request, frozen=True, tag="view_broker_stats"):
+    code = RequestCode.VIEW_BROKER_STATS_DATA
+
+
+class TopicTraffic(msgspec.Struct, frozen=True, array_like=True):
+    topic: str
+    group: str  # "" for messages put
+    total: int  # since the broker started
+    tps: float  # over the last window_ms
+
+
+class BrokerStatsReply(Reply, frozen=True, tag="broker_stats"):
+    put: list[TopicTraffic]
+    get: list[TopicTraffic]
+    window_ms: int = 0
+
+
+# ---- telemetry (every service answers; remoting serves the broker group's /metrics) ---------
+
+
+class MetricsRequest(Request, frozen=True, tag="metrics"):
+    code = RequestCode.METRICS
+
+
+class MetricSample(msgspec.Struct, frozen=True, array_like=True):
+    name: str  # the family name plus _bucket, _sum, _count for histograms
+    labels: dict[str, str]
+    value: float
+
+
+class MetricFamily(msgspec.Struct, frozen=True):
+    name: str
+    kind: str  # counter, gauge, histogram (Prometheus types)
+    help: str
+    samples: list[MetricSample]
+
+
+class MetricsReply(Reply, frozen=True, tag="metrics_reply"):
+    service: str
+    families: list[MetricFamily] = []
+
+
 AnyRequest: TypeAlias = (
     PingRequest
+    | StoreReadRawRequest
+    | StoreAppendRawRequest
+    | StoreLogDigestRequest
+    | HaHelloRequest
+    | HaTransferRequest
+    | HaWaitAckRequest
+    | HaStatusRequest
+    | SlaveSyncRequest
     | RegisterBrokerRequest
     | UnregisterBrokerRequest
     | GetRouteInfoRequest
@@ -590,10 +1073,39 @@ AnyRequest: TypeAlias = (
     | IndexStatusRequest
     | IndexRebuildRequest
     | QueryTopicConsumeByWhoRequest
+    | UpdateSubscriptionGroupRequest
+    | GetAllSubscriptionGroupRequest
+    | DeleteSubscriptionGroupRequest
+    | DeleteTopicRequest
+    | DeleteTopicInNamesrvRequest
+    | StoreDeleteTopicRequest
+    | CleanExpiredConsumeQueueRequest
+    | GetBrokerConfigRequest
+    | UpdateBrokerConfigRequest
+    | StoreUpdateConfigRequest
+    | WipeWritePermRequest
+    | AddWritePermRequest
+    | GetConsumerConnectionListRequest
+    | GetProducerConnectionListRequest
+    | ResetOffsetRequest
+    | GetBrokerStatsRequest
+    | SchedulerStatusRequest
+    | EndTransactionRequest
+    | TransactionChecksRequest
+    | TransactionStateRequest
+    | MetricsRequest
 )
 
 AnyReply: TypeAlias = (
     OkReply
+    | StoreReadRawReply
+    | StoreAppendRawReply
+    | StoreLogDigestReply
+    | HaHelloReply
+    | HaTransferReply
+    | HaWaitAckReply
+    | HaStatusReply
+    | SlaveSyncReply
     | ErrorReply
     | PongReply
     | RegisterBrokerReply
@@ -619,6 +1131,20 @@ AnyReply: TypeAlias = (
     | IndexQueryReply
     | IndexStatusReply
     | GroupListReply
+    | SubscriptionGroupListReply
+    | QueuesCleanedReply
+    | BrokerConfigReply
+    | WritePermReply
+    | ConsumerConnectionReply
+    | ProducerConnectionReply
+    | ResetOffsetReply
+    | ResetOffsetNotice
+    | BrokerStatsReply
+    | SchedulerStatusReply
+    | CheckTransactionStateNotice
+    | TransactionChecksReply
+    | TransactionStateReply
+    | MetricsReply
 )
 
 

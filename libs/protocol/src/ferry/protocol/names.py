@@ -15,6 +15,19 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+# timer messages (RocketMQ 5) wait here until the scheduler takes them into its timer files
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+# transaction messages: half messages wait here, decisions ("op" records) go there, and half
+# messages checked too often without an answer end in the third
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+TRANSACTION_TOPICS = frozenset({TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC})
+# an op record's TRAN_END property says how its half message ended (COMMIT, ROLLBACK); a
+# COMMITTING op is the mark remoting stores before a commit's copy, so that the scheduler knows
+# where in the log to look for that copy if the final op record never came
+TRAN_END_PROPERTY = "TRAN_END"
+TRAN_END_COMMITTING = "COMMITTING"
 
 
 def check_topic(topic: str) -> None:
@@ -40,4 +53,8 @@ def retry_topic(group: str) -> str:
 
 
 def is_system_topic(topic: str) -> bool:
-    return topic in (AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC) or topic.startswith(SYSTEM_TOPIC_PREFIX)
+    return (
+        topic in (AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC)
+        or topic in TRANSACTION_TOPICS
+        or topic.startswith(SYSTEM_TOPIC_PREFIX)
+    )

@@ -25,6 +25,7 @@ _SPECIAL_NAMES = {"broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2"}
 ALIASES = {
     "mapedFileSizeCommitLog": "mappedFileSizeCommitLog",
     "mapedFileSizeConsumeQueue": "mappedFileSizeConsumeQueue",
+    "haSlaveFallbehindMax": "haMaxGapNotInSync",  # RocketMQ 4.x's name
 }
 
 
@@ -35,6 +36,7 @@ def _conf_name(field: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
+METRICS_EXPORTER_TYPES = ("DISABLE", "PROM", "OTLP_GRPC", "LOG")
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 GiB = 1024 * 1024 * 1024
 
@@ -62,6 +64,15 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
     listen_port: int = 10911
     listen_host: str = "127.0.0.1"
     ha_listen_port: int = 0  # 0: listenPort + 1
+    # HA (ha-replicator): a slave reports its offset at least this often; a slave further than
+    # haMaxGapNotInSync bytes behind is not in sync (SYNC_MASTER answers SLAVE_NOT_AVAILABLE);
+    # bytes per transfer; a slave's master HA address (host:port; empty: the launcher's)
+    ha_send_heartbeat_interval: int = 5000
+    ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
+    ha_transfer_batch_size: int = 1024 * 1024
+    ha_master_address: str = ""
+    # a slave's remoting copies topics, groups and offsets from its master this often (ms)
+    slave_synchronize_interval: int = 10_000
     broker_ip1: str = ""  # advertised address; empty: listen host (or 127.0.0.1)
     broker_ip2: str = ""
     broker_permission: int = 6
@@ -83,6 +94,10 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
     default_topic_queue_nums: int = 8
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     register_name_server_period: int = 30_000
+    # how long name servers keep routing to this broker without hearing from it (RocketMQ:
+    # 120 s, fixed in the name server; 10 s as brokerNotActiveTimeoutMillis). Ferry's name
+    # servers do not see a connection close, so a killed broker leaves routes only by expiry.
+    broker_not_active_timeout_millis: int = 120_000
     long_polling_enable: bool = True
     flush_consumer_offset_interval: int = 5000
     # requests held or in flight above this get SYSTEM_BUSY at once
@@ -92,12 +107,36 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
     store_feed_endpoint: str = ""
     # the index service's endpoint (QUERY_MESSAGE); empty: queries by key are not served
     index_endpoint: str = ""
+    # the scheduler's endpoint (delay levels, timers, retries; its status); empty: delayed and
+    # timer sends are refused and runtime info has no scheduler keys
+    scheduler_endpoint: str = ""
+    # where remoting reaches its group's ha-replicator (SYNC_MASTER acks); empty: the HA
+    # address it advertises (brokerIP1:haListenPort), which containers cannot always reach
+    ha_endpoint: str = ""
+    # where a slave's remoting reaches its master's for metadata sync; empty: the master's
+    # address in the routes (brokerIP1:listenPort), which containers cannot always reach
+    master_endpoint: str = ""
+    # timer messages (RocketMQ 5): the latest delivery time a message may ask for
+    timer_max_delay_sec: int = 259_200
+    # transaction checkback (the scheduler): half messages without an end are checked once
+    # older than transactionTimeOut ms, every transactionCheckInterval ms, at most
+    # transactionCheckMax times, then moved to TRANS_CHECK_MAX_TIME_TOPIC
+    transaction_time_out: int = 6000
+    transaction_check_interval: int = 60_000
+    transaction_check_max: int = 15
     # broker-store retention and disk guard (RocketMQ's diskSpaceWarningLevelRatio: above it,
     # writes are refused; cleanResourceInterval: how often retention runs)
     disk_space_warning_level_ratio: int = 90
     clean_resource_interval: int = 10_000
     # testing knob: a used-disk percentage that replaces the measured one (-1: measure)
     disk_used_ratio_override: int = -1
+    # OpenTelemetry metrics (RocketMQ 5's keys): DISABLE, PROM (remoting serves the broker
+    # group's /metrics on metricsPromExporterHost:Port), OTLP_GRPC (to metricsGrpcExporterTarget
+    # or the OTEL_* endpoint), LOG; an OTEL_* endpoint alone also exports metrics over OTLP
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_port: int = 5557
+    metrics_prom_exporter_host: str = ""
+    metrics_grpc_exporter_target: str = ""
 
     @property
     def store_root(self) -> Path:
@@ -114,6 +153,14 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
         return self.flush_disk_type == "SYNC_FLUSH"
 
     def check(self) -> None:
+        if self.broker_not_active_timeout_millis < 2 * min(
+            self.register_name_server_period, 60_000
+        ):
+            raise ConfigError(
+                f"brokerNotActiveTimeoutMillis {self.broker_not_active_timeout_millis} must be at "
+                "least twice registerNameServerPeriod, or the broker drops out between "
+                "registrations"
+            )
         if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
             raise ConfigError(
                 f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {self.broker_role!r}"
@@ -137,6 +184,59 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
             raise ConfigError("brokerId must be 0 (master) or more (slave)")
         if not 10 <= self.disk_max_used_space_ratio <= 95:
             raise ConfigError("diskMaxUsedSpaceRatio must be within 10..95")
+        if not 0 <= self.ha_listen_port <= 65535:
+            raise ConfigError(f"haListenPort {self.ha_listen_port} is not a port")
+        if self.ha_send_heartbeat_interval < 10 or self.slave_synchronize_interval < 10:
+            raise ConfigError("haSendHeartbeatInterval and slaveSynchronizeInterval: >= 10 ms")
+        if self.ha_max_gap_not_in_sync < 0 or not 4096 <= self.ha_transfer_batch_size <= 1 << 26:
+            raise ConfigError(
+                "haMaxGapNotInSync must be >= 0, haTransferBatchSize within 4096..67108864"
+            )
+        if (self.broker_role == "SLAVE") != (self.broker_id > 0):
+            raise ConfigError("a SLAVE has brokerId > 0 and a master brokerId 0")
+        parse_delay_levels(self.message_delay_level)
+        if not 1 <= self.timer_max_delay_sec <= 400 * 86_400:
+            raise ConfigError("timerMaxDelaySec must be within 1..34560000 (400 days)")
+        if self.transaction_time_out < 0 or self.transaction_check_interval < 10:
+            raise ConfigError(
+                "transactionTimeOut must be at least 0 ms, transactionCheckInterval at least 10 ms"
+            )
+        if not 1 <= self.transaction_check_max <= 10_000:
+            raise ConfigError("transactionCheckMax must be within 1..10000")
+        if self.metrics_exporter_type not in METRICS_EXPORTER_TYPES:
+            raise ConfigError(
+                "metricsExporterType must be one of " + ", ".join(METRICS_EXPORTER_TYPES)
+            )
+        if not 0 <= self.metrics_prom_exporter_port <= 65535:
+            raise ConfigError(
+                f"metricsPromExporterPort {self.metrics_prom_exporter_port} is not a port"
+            )
+
+    @property
+    def delay_levels_ms(self) -> list[int]:
+        """messageDelayLevel in ms; level n waits delay_levels_ms[n - 1]."""
+        return parse_delay_levels(self.message_delay_level)
+
+
+_DELAY_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+MAX_DELAY_LEVELS = 64
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """'1s 5s 10s 30s 1m ...' -> [1000, 5000, ...]; raises ConfigError naming the bad item."""
+    levels: list[int] = []
+    for item in text.split():
+        number = item.rstrip("smhd")
+        unit = item[len(number) :]
+        if unit not in _DELAY_UNITS_MS or not number.isdigit() or int(number) <= 0:
+            raise ConfigError(
+                f"messageDelayLevel item {item!r} is not a positive number with a unit "
+                "(ms, s, m, h, d)"
+            )
+        levels.append(int(number) * _DELAY_UNITS_MS[unit])
+    if not 1 <= len(levels) <= MAX_DELAY_LEVELS:
+        raise ConfigError(f"messageDelayLevel needs 1 to {MAX_DELAY_LEVELS} levels")
+    return levels
 
 
 C = TypeVar("C", bound=msgspec.Struct)
@@ -166,6 +266,10 @@ def load_config(
             raw[key] = env[f"FERRY_{key}"]
     if "namesrvAddr" in known and "NAMESRV_ADDR" in env and "namesrvAddr" not in (overrides or {}):
         raw.setdefault("namesrvAddr", env["NAMESRV_ADDR"])
+    if "storePathRootDir" in known:  # updateBrokerConfig's changes outlive a restart
+        root = (overrides or {}).get("storePathRootDir") or raw.get("storePathRootDir")
+        overlay = read_overlay(root or _default(cls, "storePathRootDir"))
+        raw.update({k: v for k, v in overlay.items() if ALIASES.get(k, k) in known})
     raw.update(overrides or {})
     values: dict[str, Any] = {}
     unknown: list[str] = []
@@ -185,6 +289,32 @@ def load_config(
     if check is not None:
         check()
     return config
+
+
+OVERLAY_FILE = "broker-overlay.conf"
+
+
+def overlay_path(store_root: str | Path) -> Path:
+    """<storePathRootDir>/config/broker-overlay.conf: the keys updateBrokerConfig changed,
+    applied over broker.conf and the environment (not over --set) at every start."""
+    return Path(os.path.expanduser(str(store_root))) / "config" / OVERLAY_FILE
+
+
+def read_overlay(store_root: str | Path) -> dict[str, str]:
+    path = overlay_path(store_root)
+    try:
+        return read_properties(path)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+
+
+def _default(cls: type[msgspec.Struct], key: str) -> str:
+    for f in msgspec.structs.fields(cls):
+        if f.encode_name == key:
+            return str(f.default)
+    return ""
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:

@@ -29,6 +29,9 @@ MODULES = {
     "broker-store": "ferry.store",
     "broker-remoting": "ferry.remoting",
     "index": "ferry.index",
+    "ha-replicator": "ferry.ha",
+    "console": "ferry.console",
+    "scheduler": "ferry.scheduler",
 }
 
 LineSink = Callable[[str, str], None]
@@ -158,6 +161,8 @@ class LocalCluster:
     namesrv_addr: str = ""
     broker_addr: str = ""
     store_endpoint: str = ""
+    ha_addr: str = ""  # the broker group's HA endpoint (host:port): slaves connect here
+    console_url: str = ""
 
     def get(self, name: str) -> ServiceProcess:
         for sp in self.processes:
@@ -188,8 +193,8 @@ def start_broker_services(
     sink: LineSink | None = None,
     store_endpoint: str = "tcp://127.0.0.1:0",
 ) -> None:
-    """Starts broker-store, the index (following the store's feed) and broker-remoting wired
-    to both, appending them to `cluster`."""
+    """Starts broker-store, the index (following the store's feed), the scheduler and
+    broker-remoting wired to them, appending them to `cluster`."""
     base = {"storePathRootDir": store_root, **(overrides or {})}
     store = start_service(
         "broker-store",
@@ -217,6 +222,36 @@ def start_broker_services(
         sink=sink,
     )
     cluster.processes.append(index)
+    scheduler = start_service(
+        "scheduler",
+        service_args(
+            conf_file,
+            {
+                **base,
+                "storeEndpoint": cluster.store_endpoint,
+                "schedulerEndpoint": "tcp://127.0.0.1:0",
+            },
+        ),
+        env=env,
+        sink=sink,
+    )
+    cluster.processes.append(scheduler)
+    ha = start_service(
+        "ha-replicator",
+        service_args(
+            conf_file,
+            {
+                **base,
+                "storeEndpoint": cluster.store_endpoint,
+                "storeFeedEndpoint": store.endpoints["feed"],
+                "listenPort": str(broker_port),
+            },
+        ),
+        env=env,
+        sink=sink,
+    )
+    cluster.processes.append(ha)
+    cluster.ha_addr = ha.endpoints["addr"]
     remoting = start_service(
         "broker-remoting",
         service_args(
@@ -225,8 +260,10 @@ def start_broker_services(
                 **base,
                 "storeEndpoint": cluster.store_endpoint,
                 "indexEndpoint": index.endpoints["endpoint"],
+                "schedulerEndpoint": scheduler.endpoints["endpoint"],
                 "namesrvAddr": namesrv_addr,
                 "listenPort": str(broker_port),
+                "haListenPort": cluster.ha_addr.rpartition(":")[2],
             },
         ),
         env=env,
@@ -281,8 +318,13 @@ def start_local_cluster(
     overrides: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
     sink: LineSink | None = None,
+    console_port: int | None = None,
+    slave: bool = False,
 ) -> LocalCluster:
-    """The embedded default of `ferry dev up`: a name server and a broker group."""
+    """The embedded default of `ferry dev up`: a name server and a broker group, and the
+    console when console_port is given (0: any free port). With the console, every broker
+    service exports its spans to the console's /v1/traces unless OTEL_* variables say
+    where they go."""
     cluster = LocalCluster()
     try:
         namesrv = start_service(
@@ -290,6 +332,23 @@ def start_local_cluster(
         )
         cluster.processes.append(namesrv)
         cluster.namesrv_addr = namesrv.endpoints["addr"]
+        if console_port is not None:
+            console = start_service(
+                "console",
+                [
+                    "--namesrv",
+                    cluster.namesrv_addr,
+                    "--port",
+                    str(console_port),
+                    "--data-dir",
+                    os.path.join(data_dir, "console"),
+                ],
+                env=env,
+                sink=sink,
+            )
+            cluster.processes.append(console)
+            cluster.console_url = console.endpoints["url"]
+            env = traces_to(cluster.console_url, env)
         start_broker_services(
             cluster,
             os.path.join(data_dir, "broker-a"),
@@ -300,7 +359,70 @@ def start_local_cluster(
             env=env,
             sink=sink,
         )
+        if slave:
+            slave_group = add_slave_group(
+                cluster,
+                os.path.join(data_dir, "broker-a-s"),
+                conf_file=conf_file,
+                overrides=overrides,
+                env=env,
+                sink=sink,
+            )
+            cluster.processes.extend(slave_group.processes)
     except BaseException:
         cluster.stop()
         raise
     return cluster
+
+
+OTEL_TRACE_KEYS = (
+    "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+)
+
+
+def traces_to(console_url: str, env: Mapping[str, str] | None) -> dict[str, str]:
+    """`env` (or ours) with spans exported to the console, unless it already says where
+    spans go (or that they go nowhere)."""
+    out = dict(os.environ if env is None else env)
+    if not any(out.get(key) for key in OTEL_TRACE_KEYS):
+        out["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = f"{console_url}/v1/traces"
+        out["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] = "http/protobuf"
+    return out
+
+
+def add_slave_group(
+    cluster: LocalCluster,
+    store_root: str,
+    *,
+    broker_id: int = 1,
+    conf_file: str | None = None,
+    overrides: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    sink: LineSink | None = None,
+) -> LocalCluster:
+    """Starts a slave group of the master group in `cluster` (same brokerName, its own store,
+    index, scheduler, ha-replicator and remoting, on free ports), as a LocalCluster of its
+    own: stop or kill it apart from the master's."""
+    slave = LocalCluster(namesrv_addr=cluster.namesrv_addr)
+    try:
+        start_broker_services(
+            slave,
+            store_root,
+            namesrv_addr=cluster.namesrv_addr,
+            conf_file=conf_file,
+            overrides={
+                **(overrides or {}),
+                "brokerRole": "SLAVE",
+                "brokerId": str(broker_id),
+                "haMasterAddress": cluster.ha_addr,
+            },
+            env=env,
+            sink=sink,
+        )
+    except BaseException:
+        slave.stop()
+        raise
+    return slave

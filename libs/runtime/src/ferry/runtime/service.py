@@ -33,10 +33,13 @@ from ferry.protocol.messages import (
     AnyReply,
     AnyRequest,
     ErrorReply,
+    MetricsReply,
+    MetricsRequest,
     PingRequest,
     PongReply,
     Request,
 )
+from ferry.runtime import metrics
 
 log = logging.getLogger("ferry.service")
 
@@ -46,6 +49,12 @@ Handler = Callable[[Any, "Call"], HandlerResult]
 ReplyCallback = Callable[[AnyReply, Payload], None]
 
 DRAIN_BATCH = 256  # messages taken from one socket before other sockets get a turn
+# Frames up to this size are copied into ZeroMQ even when sent with copy=False. pyzmq sends
+# bigger ones zero-copy (its default threshold is 64 KiB, less than one batch of 128 x 1 KB),
+# and each such frame, once sent, wakes pyzmq's garbage-collector thread, which takes the GIL
+# from the loop: copying a batch or a pull (~128-300 KiB) costs less than that hand-off;
+# copying a log read or an HA transfer (1-4 MiB) does not.
+COPY_THRESHOLD = 512 * 1024
 MAX_POLL_MS = 200
 
 
@@ -129,6 +138,7 @@ class Peer:
         self._service = service
         self._socket = service.ctx.socket(zmq.DEALER)
         self._socket.linger = 0
+        self._socket.copy_threshold = COPY_THRESHOLD
         # Sends are NOBLOCK: requests to a peer that is down queue up to the socket's limit
         # and time out; past it they fail at once, and the loop never blocks.
         self._socket.connect(endpoint)
@@ -217,7 +227,10 @@ class Service:
         self.deferred_calls = 0
         self._poller = zmq.Poller()
         self._readers: dict[Any, Callable[[Any], None]] = {}
-        self._handlers: dict[type[Any], Handler] = {PingRequest: self._ping}
+        self._handlers: dict[type[Any], Handler] = {
+            PingRequest: self._ping,
+            MetricsRequest: self._metrics,
+        }
         self._timers: list[tuple[float, int, Callable[[], None], float]] = []
         self._timer_seq = itertools.count()
         self._peers: list[Peer] = []
@@ -226,7 +239,7 @@ class Service:
         self._stopping = False
         self._signals_installed = False
         self._bad_frames = 0
-        self.busy_exempt: set[type[Any]] = {PingRequest}
+        self.busy_exempt: set[type[Any]] = {PingRequest, MetricsRequest}
 
     # ---- wiring ----
 
@@ -234,6 +247,7 @@ class Service:
         """Binds a ROUTER for requests; returns the actual endpoint (port 0 resolved)."""
         sock = self.ctx.socket(zmq.ROUTER)
         sock.linger = 500
+        sock.copy_threshold = COPY_THRESHOLD
         sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
         bound = bind(sock, endpoint)
         self.add_reader(sock, self._on_router)
@@ -246,6 +260,7 @@ class Service:
         """A PUB socket; a subscriber that falls `hwm` messages behind loses the excess."""
         sock = self.ctx.socket(zmq.PUB)
         sock.linger = 0
+        sock.copy_threshold = COPY_THRESHOLD
         sock.sndhwm = hwm
         return sock, bind(sock, endpoint)
 
@@ -430,6 +445,9 @@ class Service:
 
     def _ping(self, _req: PingRequest, _call: Call) -> AnyReply:
         return PongReply(service=self.name, version=self.version)
+
+    def _metrics(self, _req: MetricsRequest, _call: Call) -> AnyReply:
+        return MetricsReply(service=self.name, families=metrics.snapshot())
 
 
 def bind(sock: zmq.Socket[Any], endpoint: str) -> str:
