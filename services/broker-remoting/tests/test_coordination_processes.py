@@ -44,7 +44,13 @@ NOBODY_LISTENS = "127.0.0.1:1"
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root: Path = tmp_path_factory.mktemp("coordination")
     with LocalCluster() as cluster:
-        start_broker_services(cluster, str(root), namesrv_addr=NOBODY_LISTENS)
+        # retries wait for delay level 3 (held by the scheduler): short levels keep it quick
+        start_broker_services(
+            cluster,
+            str(root),
+            namesrv_addr=NOBODY_LISTENS,
+            overrides={"messageDelayLevel": "100ms 100ms 100ms"},
+        )
         yield cluster.broker_addr
 
 
@@ -110,7 +116,8 @@ def test_send_back_stores_a_retry_copy_and_unknown_offsets_are_not_found(broker:
         sent = expect(conn.request(request, [raw]), SendMessageReply)
         back = ConsumerSendMsgBackRequest("g-back", sent.phys_offsets[0], origin_topic="Coord")
         assert conn.request(back)[0] == OkReply()
-        pulled = conn.request(PullMessageRequest("g-back", "%RETRY%g-back", 0, 0))
+        # long polling: answered when the scheduler delivers the copy to the retry topic
+        pulled = conn.request(PullMessageRequest("g-back", "%RETRY%g-back", 0, 0, suspend_ms=5000))
         assert expect(pulled, PullMessageReply).count == 1
         (copy,) = iter_records(bytes(pulled[1][0]))
         assert (copy.body, copy.reconsume_times, copy.properties["RETRY_TOPIC"]) == (

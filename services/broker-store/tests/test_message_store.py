@@ -130,6 +130,11 @@ def test_segments_roll_with_a_blank_tail_and_a_batch_may_span_two_segments(
     assert [r.phys_offset for r in recs] == first.phys_offsets + second.phys_offsets
     assert second.from_offset == first.next_offset
     assert second.next_offset == in_second[-1] + size
+    # what the feed publishes: the bytes as written when one write held them, else nothing
+    # (the feed then reads the log, blank tail included)
+    assert first.written is not None
+    assert bytes(first.written) == bytes(store.log_slice(first.from_offset, first.next_offset))
+    assert second.written is None
 
 
 def test_record_bigger_than_a_segment_is_refused(store: MessageStore, batch: MakeBatch) -> None:

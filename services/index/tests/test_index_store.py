@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from ferry.index.index_file import HEADER_AT, IndexFile
+from ferry.index.index_file import HEADER_AT, Hit, IndexFile, file_name
 from ferry.index.index_store import Geometry, IndexStore
 from ferry.index.keys import key_hash
 from ferry.protocol import record
@@ -327,3 +328,24 @@ def test_records_that_do_not_decode_are_refused_whole_when_strict(index_dir: Pat
     index.apply(torn, len(torn))  # the log itself: index what decodes, pass the rest over
     assert (index.applied, find(index, "T", "k")) == (len(torn), [good])
     index.close()
+
+
+def test_slot_writes_through_the_typed_view_match_the_struct_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = [
+        (100 + i, T0 + i, [key_hash("T", f"k{i % 7}"), key_hash("T", f"u{i}")]) for i in range(50)
+    ]
+    view = IndexFile.create(tmp_path / file_name(0), 16, 200)
+    monkeypatch.setattr(sys, "byteorder", "big")  # the path of big-endian machines
+    packed = IndexFile.create(tmp_path / file_name(1), 16, 200)
+    monkeypatch.undo()
+    for f in (view, packed):
+        f.put_records(records[:20])
+        f.put_records(records[20:])
+    assert view.entries_region() == packed.entries_region()
+    hits: list[Hit] = []
+    packed.lookup(key_hash("T", "k3"), 0, 1 << 62, 100, hits)
+    assert [h.phys_offset for h in hits] == [100 + i for i in reversed(range(50)) if i % 7 == 3]
+    view.close()
+    packed.close()

@@ -24,7 +24,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ConfigError as exc:
         print(f"{PROG}: {exc.message}", file=sys.stderr)
         sys.exit(2)
-    setup_telemetry(PROG)
+    setup_telemetry(PROG, config)
     try:
         code = app.run()
     finally:

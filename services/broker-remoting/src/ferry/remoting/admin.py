@@ -27,6 +27,7 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.names import check_topic, is_system_topic
 from ferry.remoting.client_table import ClientTable
+from ferry.remoting.scheduler_link import SchedulerLink
 from ferry.remoting.stats import BrokerStats, now_ms
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable, check_topic_config
@@ -62,8 +63,10 @@ class AdminProcessor:
         service: Service,
         stats: BrokerStats,
         on_topics_changed: Callable[[], None],
+        scheduler: SchedulerLink | None = None,
     ) -> None:
         self._config = config
+        self._scheduler = scheduler or SchedulerLink(None)
         self._identity = identity
         self._topics = topics
         self._groups = groups
@@ -128,7 +131,9 @@ class AdminProcessor:
                 )
             elif isinstance(body, ErrorReply):
                 info["storeStatus"] = f"unavailable: {body.message}"
-            call.reply(BrokerRuntimeInfoReply(info=info))
+            self._scheduler.add_runtime_info(
+                info, lambda: call.reply(BrokerRuntimeInfoReply(info=info))
+            )
 
         self._store.request(StoreStatusRequest(), on_reply, timeout_s=STORE_QUERY_TIMEOUT_S)
 

@@ -13,13 +13,16 @@ import time
 from importlib import metadata
 from typing import Any
 
+import msgspec
 import zmq
 
+from ferry.protocol.codes import Perm
 from ferry.protocol.errors import ConfigError
 from ferry.protocol.messages import (
     AnyReply,
     ConsumerSendMsgBackRequest,
     DeleteExpiredCommitLogRequest,
+    EndTransactionRequest,
     GetAllTopicConfigRequest,
     GetBrokerRuntimeInfoRequest,
     GetConsumerListByGroupRequest,
@@ -34,8 +37,11 @@ from ferry.protocol.messages import (
     QueryConsumerOffsetRequest,
     QueryTopicConsumeByWhoRequest,
     RegisterBrokerRequest,
+    SchedulerStatusRequest,
     SearchOffsetByTimestampRequest,
     SendMessageRequest,
+    SlaveSyncRequest,
+    TopicConfig,
     UnlockBatchRequest,
     UnregisterBrokerRequest,
     UnregisterClientRequest,
@@ -44,21 +50,31 @@ from ferry.protocol.messages import (
     ViewMessageRequest,
 )
 from ferry.remoting.admin import AdminProcessor, BrokerIdentity
+from ferry.remoting.admin_clients import ClientAdmin
+from ferry.remoting.admin_meta import MetadataAdmin
+from ferry.remoting.broker_metrics import BrokerMetrics
+from ferry.remoting.check_relay import TransactionCheckRelay
 from ferry.remoting.client_table import ClientTable
 from ferry.remoting.consumer_manage import ConsumerManager, GroupCoordination
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
+from ferry.remoting.end_transaction import EndTransactionProcessor
 from ferry.remoting.group_topics import GroupTopics
+from ferry.remoting.ha_wait import SlaveAckWait
+from ferry.remoting.live_config import LiveConfig
 from ferry.remoting.member_notices import MemberNotifier
 from ferry.remoting.message_query import wire_message_queries
 from ferry.remoting.pull import PullProcessor
 from ferry.remoting.queue_locks import QueueLockProcessor, QueueLockTable
 from ferry.remoting.registration import NamesrvRegistrar, parse_namesrv_addr, register_period_s
+from ferry.remoting.scheduler_link import SchedulerLink
 from ferry.remoting.send import SendProcessor
 from ferry.remoting.send_back import SendBackProcessor
+from ferry.remoting.slave_sync import MasterSyncProcessor, SlaveSynchronizer
 from ferry.remoting.stats import BrokerStats, now_ms
 from ferry.remoting.store_queries import StoreQueryProcessor
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
+from ferry.runtime import metrics
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.service import Peer, Service, announce_ready
 
@@ -69,8 +85,16 @@ STORE_READY_TIMEOUT_S = 20.0
 STORE_PING_TIMEOUT_S = 2.0
 STORE_PING_RETRY_S = 0.5
 CLIENT_SCAN_INTERVAL_S = 10.0
-# how long a name server keeps this broker without hearing from it (RocketMQ: 120 s)
-BROKER_EXPIRE_MS = 120_000
+
+
+def masked_topics(topics: dict[str, TopicConfig], broker_perm: int) -> dict[str, TopicConfig]:
+    """What the name servers are told: a read-only broker (brokerPermission 4) offers no
+    topic for writing, whatever the topic's own perm."""
+    keep = broker_perm | Perm.INHERIT
+    return {
+        name: c if c.perm & keep == c.perm else msgspec.structs.replace(c, perm=c.perm & keep)
+        for name, c in topics.items()
+    }
 
 
 def package_version() -> str:
@@ -136,6 +160,7 @@ class RemotingApp:
             self.service, self.namesrv_addrs, self._registration, self._unregistration
         )
         self._wire(self.store)
+        self.metrics_addr = self._start_metrics()
         self.service.on_stop(self._on_stop)
         log.info(
             "%s %s: clients on %s, store at %s, name servers %s",
@@ -158,7 +183,8 @@ class RemotingApp:
         pull = PullProcessor(config, self.topics, self.groups, self.offsets, store, self.stats)
         group_topics = GroupTopics(self.topics, topics_changed)
         locks = QueueLockTable()
-        coordination = GroupCoordination(MemberNotifier(service), locks, group_topics)
+        notifier = MemberNotifier(service)
+        coordination = GroupCoordination(notifier, locks, group_topics)
         consumers = ConsumerManager(self.clients, self.groups, self.offsets, store, coordination)
         self.consumers = consumers
         identity = BrokerIdentity(
@@ -169,6 +195,10 @@ class RemotingApp:
             addr=self.addr,
             version=self.version,
         )
+        scheduler_link = SchedulerLink(
+            service.connect_peer(config.scheduler_endpoint) if config.scheduler_endpoint else None
+        )
+        service.on(SchedulerStatusRequest, scheduler_link.status)
         admin = AdminProcessor(
             config,
             identity,
@@ -179,8 +209,10 @@ class RemotingApp:
             service,
             self.stats,
             topics_changed,
+            scheduler_link,
         )
         service.on(SendMessageRequest, send.handle)
+        self._wire_ha(send)
         service.on(PullMessageRequest, pull.handle)
         service.on(HeartbeatRequest, consumers.heartbeat)
         service.on(UnregisterClientRequest, consumers.unregister)
@@ -190,7 +222,15 @@ class RemotingApp:
         service.on(GetMaxOffsetRequest, consumers.max_offset)
         service.on(GetMinOffsetRequest, consumers.min_offset)
         service.on(QueryTopicConsumeByWhoRequest, consumers.groups_of_topic)
-        send_back = SendBackProcessor(self.groups, group_topics, store, self.addr, self.stats)
+        send_back = SendBackProcessor(
+            self.groups,
+            group_topics,
+            store,
+            self.addr,
+            self.stats,
+            max_level=len(config.delay_levels_ms),
+            hold=bool(config.scheduler_endpoint),
+        )
         service.on(ConsumerSendMsgBackRequest, send_back.handle)
         lock_processor = QueueLockProcessor(locks)
         service.on(LockBatchRequest, lock_processor.lock)
@@ -204,6 +244,69 @@ class RemotingApp:
         service.on(ViewMessageRequest, queries.view_message)
         service.on(DeleteExpiredCommitLogRequest, queries.delete_expired)
         wire_message_queries(service, store, config)
+        # transactions: checks come from the scheduler, which also knows earlier ends
+        tx_peer = (
+            service.connect_peer(config.scheduler_endpoint) if config.scheduler_endpoint else None
+        )
+        timeout_ms = config.transaction_time_out
+        end_transaction = EndTransactionProcessor(
+            store, self.addr, self.stats, tx_peer, transaction_timeout_ms=timeout_ms
+        )
+        service.on(EndTransactionRequest, end_transaction.handle)
+        if tx_peer is not None:
+            TransactionCheckRelay(service, tx_peer, self.clients, notifier).start()
+        self._wire_admin(store, send, pull, notifier)
+
+    def _wire_admin(
+        self, store: Peer, send: SendProcessor, pull: PullProcessor, notifier: MemberNotifier
+    ) -> None:
+        """mqadmin's requests beyond AdminProcessor's: deleteTopic, sub groups, connections,
+        resetOffsetByTime, statsAll, cleanExpiredCQ, get/updateBrokerConfig."""
+        service = self.service
+        MetadataAdmin(service, store, self.topics, self.groups, self.offsets, self._topics_changed)
+        ClientAdmin(
+            service,
+            self.clients,
+            self.groups,
+            self.offsets,
+            notifier,
+            self.stats,
+            self.config.broker_name,
+        )
+
+        def apply(config: BrokerConfig, keys: set[str]) -> None:
+            send.apply_config(config)
+            pull.apply_config(config)
+            self.groups.auto_create = config.auto_create_subscription_group
+            if keys & {"autoCreateTopicEnable", "defaultTopicQueueNums", "brokerPermission"}:
+                self.topics.set_default_topic(
+                    config.auto_create_topic_enable,
+                    config.default_topic_queue_nums,
+                    config.broker_permission,
+                )
+                self._topics_changed()  # the name servers learn of it now
+
+        LiveConfig(service, self.config, store, apply)
+
+    def _wire_ha(self, send: SendProcessor) -> None:
+        """SYNC_MASTER sends wait for a slave's ack; slaves copy their master's metadata."""
+        config = self.config
+        self.slave_sync: SlaveSynchronizer | None = None
+        if config.broker_role == "SYNC_MASTER":
+            ha = self.service.connect_peer(config.ha_endpoint or f"tcp://{self.ha_addr}")
+            send.after_store = SlaveAckWait(ha, config.sync_flush_timeout).reply
+        sync = MasterSyncProcessor(self.topics, self.groups, self.offsets)
+        self.service.on(SlaveSyncRequest, sync.handle)
+        if config.broker_role == "SLAVE":
+            self.slave_sync = SlaveSynchronizer(
+                self.service,
+                config.broker_name,
+                self.namesrv_addrs,
+                self.topics,
+                self.groups,
+                self.offsets,
+                master_endpoint=config.master_endpoint,
+            )
 
     # ---- start-up ----
 
@@ -231,8 +334,11 @@ class RemotingApp:
         log.info(
             "store at %s answers (%s %s)", self.config.store_endpoint, pong.service, pong.version
         )
-        announce_ready(SERVICE_NAME, addr=self.addr)
+        extra = {"metrics": self.metrics_addr} if self.metrics_addr else {}
+        announce_ready(SERVICE_NAME, addr=self.addr, **extra)
         self.registrar.start(register_period_s(self.config.register_name_server_period))
+        if self.slave_sync is not None:
+            self.slave_sync.start(self.config.slave_synchronize_interval / 1000)
         flush_s = max(self.config.flush_consumer_offset_interval, 100) / 1000
         self.service.every(flush_s, self._flush_offsets)
         self.service.every(CLIENT_SCAN_INTERVAL_S, self._expire_clients)
@@ -253,7 +359,20 @@ class RemotingApp:
                 self.clients.expire_ms // 1000,
             )
 
+    def _start_metrics(self) -> str:
+        """OTel instruments when metrics are on; the Prometheus endpoint's host:port if any
+        (one that cannot bind is logged and left out: messages go on)."""
+        self.broker_metrics: BrokerMetrics | None = None
+        if not metrics.enabled():
+            return ""
+        self.broker_metrics = BrokerMetrics(
+            self.config, self.stats, self.offsets, f"tcp://{self.ha_addr}"
+        )
+        return self.broker_metrics.start()
+
     def _on_stop(self) -> None:
+        if self.broker_metrics is not None:
+            self.broker_metrics.close()
         try:
             self.offsets.persist_if_dirty()
         except OSError:
@@ -269,8 +388,8 @@ class RemotingApp:
             broker_id=config.broker_id,
             broker_addr=self.addr,
             ha_addr=self.ha_addr,
-            topics=self.topics.snapshot(),
-            timeout_ms=BROKER_EXPIRE_MS,
+            topics=masked_topics(self.topics.snapshot(), config.broker_permission),
+            timeout_ms=config.broker_not_active_timeout_millis,
         )
 
     def _unregistration(self) -> UnregisterBrokerRequest:

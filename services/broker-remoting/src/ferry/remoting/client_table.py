@@ -26,6 +26,10 @@ class ClientInfo:
     last_seen_ms: int
     producer_groups: frozenset[str] = frozenset()
     consumers: dict[str, ConsumerData] = field(default_factory=dict)  # by group
+    # what the client says of itself (consumerConnection / producerConnection)
+    client_addr: str = ""
+    language: str = ""
+    version: str = ""
 
 
 class ClientTable:
@@ -45,6 +49,10 @@ class ClientTable:
         producer_groups: Iterable[str],
         consumers: Iterable[ConsumerData],
         now_ms: int,
+        *,
+        client_addr: str = "",
+        language: str = "",
+        version: str = "",
     ) -> set[str]:
         """Records what the client runs now; returns the consumer groups it joined or left."""
         if not client_id or len(client_id) > MAX_CLIENT_ID_LENGTH:
@@ -57,7 +65,9 @@ class ClientTable:
             check_group(group)
         old = self._clients.get(client_id)
         before = set(old.consumers) if old is not None else set()
-        self._clients[client_id] = ClientInfo(client_id, now_ms, producers, by_group)
+        self._clients[client_id] = ClientInfo(
+            client_id, now_ms, producers, by_group, client_addr, language, version
+        )
         return before ^ by_group.keys()
 
     def unregister(
@@ -99,6 +109,15 @@ class ClientTable:
 
     def producer_ids(self, group: str) -> list[str]:
         return sorted(cid for cid, info in self._clients.items() if group in info.producer_groups)
+
+    def clients_of(self, *, consumer_group: str = "", producer_group: str = "") -> list[ClientInfo]:
+        """Live clients running a consumer group or a producer group, by client id."""
+        return [
+            self._clients[cid]
+            for cid in sorted(self._clients)
+            if consumer_group in self._clients[cid].consumers
+            or producer_group in self._clients[cid].producer_groups
+        ]
 
     def consumer_groups(self) -> set[str]:
         return {group for info in self._clients.values() for group in info.consumers}

@@ -83,7 +83,13 @@ class ConsumerManager:
 
     def heartbeat(self, req: HeartbeatRequest, call: Call) -> None:
         changed = self._clients.heartbeat(
-            req.client_id, req.producer_groups, req.consumers, now_ms()
+            req.client_id,
+            req.producer_groups,
+            req.consumers,
+            now_ms(),
+            client_addr=req.client_addr,
+            language=req.language,
+            version=req.version,
         )
         if self._groups.auto_create:
             for consumer in req.consumers:

@@ -30,6 +30,9 @@ class ConsumerOffsetTable:
         # (topic, group) -> queue id -> next offset to consume
         self._offsets: dict[tuple[str, str], dict[int, int]] = {}
         self.dirty = False
+        # a slave's commits since its last sync with the master, (group, topic, queue id) ->
+        # offset: handed to the master so that they outlive the master's outage (slave_sync.py)
+        self.journal: dict[tuple[str, str, int], int] | None = None
 
     def load(self) -> None:
         state = load_json(self.path, _OffsetFile)
@@ -41,6 +44,12 @@ class ConsumerOffsetTable:
                 self._offsets[(topic, group)] = dict(queues)
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        if self.journal is not None:
+            self.journal[(group, topic, queue_id)] = offset
+        self.put_synced(group, topic, queue_id, offset)
+
+    def put_synced(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Sets an offset without journaling it (what a slave copies from its master)."""
         queues = self._offsets.get((topic, group))
         if queues is None:
             queues = self._offsets[(topic, group)] = {}
@@ -55,8 +64,30 @@ class ConsumerOffsetTable:
     def queues(self, group: str, topic: str) -> dict[int, int]:
         return dict(self._offsets.get((topic, group), {}))
 
+    def entries(self) -> list[tuple[str, str, int, int]]:
+        """Every (group, topic, queue id, offset)."""
+        return [
+            (group, topic, queue_id, offset)
+            for (topic, group), queues in self._offsets.items()
+            for queue_id, offset in queues.items()
+        ]
+
     def groups(self) -> set[str]:
         return {group for _, group in self._offsets}
+
+    def remove(self, *, topic: str | None = None, group: str | None = None) -> int:
+        """Drops the offsets of a topic (deleteTopic) or of a group (deleteSubGroup);
+        returns how many (topic, group) pairs went."""
+        gone = [
+            key
+            for key in self._offsets
+            if (topic is None or key[0] == topic) and (group is None or key[1] == group)
+        ]
+        for key in gone:
+            del self._offsets[key]
+        if gone:
+            self.dirty = True
+        return len(gone)
 
     def persist(self) -> None:
         table = {

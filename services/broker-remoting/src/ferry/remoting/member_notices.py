@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from ferry.protocol.messages import ConsumerIdsChangedNotice
+from ferry.protocol.messages import AnyReply, ConsumerIdsChangedNotice
 from ferry.runtime.service import Call, ReturnAddress, Service
 
 log = logging.getLogger("ferry.remoting.notices")
@@ -32,6 +32,17 @@ class MemberNotifier:
 
     def __len__(self) -> int:
         return len(self._channels)
+
+    def has_channel(self, client_id: str) -> bool:
+        return client_id in self._channels
+
+    def tell(self, client_id: str, notice: AnyReply) -> bool:
+        """Sends one client a notice on its connection; False when its connection is unknown."""
+        channel = self._channels.get(client_id)
+        if channel is None:
+            return False
+        self._service.notify(channel, notice)
+        return True
 
     def notify(self, group: str, members: Iterable[str]) -> None:
         """Sends the notices now (callers answer the request that changed the group first, so

@@ -7,6 +7,7 @@ back to the client in the frame they arrived in, never decoded here.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from opentelemetry.trace import Span
@@ -29,7 +30,7 @@ from ferry.protocol.messages import (
 from ferry.protocol.names import check_topic
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.expression import tag_codes
-from ferry.remoting.stats import BrokerStats
+from ferry.remoting.stats import BrokerStats, elapsed_ms
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
 from ferry.runtime import telemetry
@@ -68,8 +69,13 @@ class PullProcessor:
         self._broker_perm = config.broker_permission
         self._long_polling = config.long_polling_enable
 
+    def apply_config(self, config: BrokerConfig) -> None:
+        """updateBrokerConfig: takes the keys this processor reads that may change live."""
+        self._broker_perm = config.broker_permission
+        self._long_polling = config.long_polling_enable
+
     def handle(self, req: PullMessageRequest, call: Call) -> None:
-        if not telemetry.enabled():
+        if not telemetry.traced(call.traceparent):
             self._pull(req, call, None)
             return
         attributes: dict[str, Any] = {
@@ -117,11 +123,18 @@ class PullProcessor:
         else:
             traceparent, tracestate = call.traceparent, call.tracestate
 
+        started = time.monotonic()
+
         def on_reply(body: AnyReply, frames: list[Any]) -> None:
+            if self._stats.on_latency is not None:
+                outcome = "error" if isinstance(body, ErrorReply) else "success"
+                self._stats.on_latency("pull_message", outcome, elapsed_ms(started))
             if isinstance(body, StoreGetReply):
                 self._stats.pull_requests += 1
                 if body.status == PullStatus.FOUND:
                     self._stats.pulled_messages += body.count
+                    size = sum(len(f) for f in frames)
+                    self._stats.count_get(req.consumer_group, req.topic, body.count, size)
                 call.reply(
                     PullMessageReply(
                         status=body.status,

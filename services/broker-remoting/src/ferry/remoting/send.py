@@ -8,6 +8,7 @@ rejects what is obviously wrong from the sizes.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,9 +32,19 @@ from ferry.protocol.messages import (
     StorePutRequest,
     TopicConfig,
 )
-from ferry.protocol.names import AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, check_group, check_topic
+from ferry.protocol.names import (
+    AUTO_CREATE_TOPIC_KEY,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANSACTION_TOPICS,
+    check_group,
+    check_topic,
+)
 from ferry.protocol.record import FIXED_SIZE
-from ferry.remoting.stats import BrokerStats
+from ferry.remoting.delayed_send import DelayRules
+from ferry.remoting.end_transaction import half_record
+from ferry.remoting.stats import BrokerStats, elapsed_ms
 from ferry.remoting.topic_table import TopicTable
 from ferry.runtime import telemetry
 from ferry.runtime.config import BrokerConfig
@@ -45,7 +56,7 @@ TRACER = "ferry.remoting"
 # Room for a record's header, topic and properties on top of its body.
 RECORD_OVERHEAD = 64 * 1024
 # Topics clients may not send to: markers and the scheduler's internal queues.
-NOT_SENDABLE = frozenset({AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC})
+NOT_SENDABLE = frozenset({AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, TIMER_TOPIC, *TRANSACTION_TOPICS})
 STORE_PUT_TIMEOUT_S = 10.0
 
 
@@ -73,9 +84,20 @@ class SendProcessor:
         # a SYNC_FLUSH put may wait for the flush; give it that long before giving up
         self._put_timeout_s = max(STORE_PUT_TIMEOUT_S, config.sync_flush_timeout / 1000 + 5)
         self._next_queue: dict[str, int] = {}
+        # how a stored send is answered: at once, or (SYNC_MASTER, ha_wait.py) once a slave
+        # acked the log up to the put's end offset
+        self.after_store: Callable[[Call, SendMessageReply, int], None] = reply_now
+        self._delays = DelayRules(config)
+
+    def apply_config(self, config: BrokerConfig) -> None:
+        """updateBrokerConfig: takes the keys this processor reads that may change live."""
+        self._broker_perm = config.broker_permission
+        self._auto_create = config.auto_create_topic_enable
+        self._default_queue_nums = config.default_topic_queue_nums
+        self._max_bytes_per_record = config.max_message_size + RECORD_OVERHEAD
 
     def handle(self, req: SendMessageRequest, call: Call) -> None:
-        if not telemetry.enabled():
+        if not telemetry.traced(call.traceparent):
             self._send(req, call, None)
             return
         attributes: dict[str, Any] = {
@@ -86,6 +108,8 @@ class SendProcessor:
         }
         if req.count > 1:
             attributes["messaging.batch.message_count"] = req.count
+        if req.transactional:
+            attributes["messaging.rocketmq.message.type"] = "transaction"
         # the span lasts until the store answers, so it shows the whole broker-side time
         span = telemetry.open_span(
             TRACER, f"send {req.topic}", call.traceparent, call.tracestate, **attributes
@@ -93,7 +117,7 @@ class SendProcessor:
         try:
             self._send(req, call, span)
         except Exception as exc:
-            telemetry.end_span(span, type(exc).__name__)
+            telemetry.end_span(span, telemetry.error_type(exc))
             raise
 
     def _send(self, req: SendMessageRequest, call: Call, span: Span | None) -> None:
@@ -128,20 +152,36 @@ class SendProcessor:
                 f"topic {req.topic!r} is not writable on broker {self._broker_name}"
             )
         queue_id = self._pick_queue(req, topic)
+        put_topic, put_queue = req.topic, queue_id
+        if req.transactional:  # a half message waits aside until its transaction ends
+            payload = [half_record(payload[0], req, queue_id)]
+            put_topic, put_queue = TRANS_HALF_TOPIC, 0
+        elif req.delay_level or req.deliver_at_ms:  # held by the scheduler until due
+            held = self._delays.redirect(payload[0], req, queue_id)
+            if held is not None:
+                payload = [held.record]
+                put_topic, put_queue = held.topic, held.queue_id
         if span is not None:
             span.set_attribute("messaging.destination.partition.id", str(queue_id))
             traceparent, tracestate = telemetry.traceparent_of(span)
         else:
             traceparent, tracestate = call.traceparent, call.tracestate
 
+        started = time.monotonic()
+
         def on_reply(body: AnyReply, _frames: list[Any]) -> None:
             if span is not None:
-                error = f"{body.code}" if isinstance(body, ErrorReply) else ""
+                error = telemetry.code_name(body.code) if isinstance(body, ErrorReply) else ""
                 telemetry.end_span(span, error)
+            if self._stats.on_latency is not None:
+                outcome = "error" if isinstance(body, ErrorReply) else "success"
+                self._stats.on_latency("send_message", outcome, elapsed_ms(started))
             if isinstance(body, StorePutReply):
                 self._stats.put_requests += 1
                 self._stats.put_messages += len(body.phys_offsets)
-                call.reply(
+                self._stats.count_put(req.topic, len(body.phys_offsets), size)
+                self.after_store(
+                    call,
                     SendMessageReply(
                         status=body.status,
                         queue_id=queue_id,
@@ -149,7 +189,8 @@ class SendProcessor:
                         store_host=self._store_host,
                         phys_offsets=body.phys_offsets,
                         broker_name=self._broker_name,
-                    )
+                    ),
+                    body.next_offset,
                 )
             elif isinstance(body, ErrorReply):
                 call.reply(body)  # the store's code goes back to the client as it is
@@ -158,8 +199,8 @@ class SendProcessor:
 
         self._store.request(
             StorePutRequest(
-                topic=req.topic,
-                queue_id=queue_id,
+                topic=put_topic,
+                queue_id=put_queue,
                 count=req.count,
                 store_host=self._store_host,
             ),
@@ -201,3 +242,7 @@ class SendProcessor:
                 "(or -1 to let the broker pick)"
             )
         return req.queue_id
+
+
+def reply_now(call: Call, reply: SendMessageReply, _end_offset: int) -> None:
+    call.reply(reply)

@@ -7,9 +7,10 @@ which nobody consumes by default. The copy keeps body, flags, tags, keys and the
 records where it came from: RETRY_TOPIC (the original topic), ORIGIN_MESSAGE_ID,
 RECONSUME_TIME; DLQ copies also DLQ_ORIGIN_TOPIC and DLQ_ORIGIN_MESSAGE_ID.
 
-Not built yet: the retry delay. The delay level (3 + reconsume times unless the consumer named
-one) is recorded in the DELAY property, but the copy goes straight into %RETRY%<group>, so a
-retry comes back at once; the scheduler issue will hold it for its level's time.
+The retry delay: a retry copy is stored aside in SCHEDULE_TOPIC_XXXX (queue level - 1, its
+real topic %RETRY%<group> and queue 0 in REAL_TOPIC / REAL_QID), and the scheduler puts it in
+the retry topic once its level's time has passed (10 s for the first retry by default). A
+broker without a scheduler (schedulerEndpoint empty) stores it straight in the retry topic.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from ferry.protocol.messages import (
     ViewMessageReply,
     ViewMessageRequest,
 )
-from ferry.protocol.names import RETRY_PREFIX, check_group, retry_topic
+from ferry.protocol.names import RETRY_PREFIX, SCHEDULE_TOPIC, check_group, retry_topic
 from ferry.remoting.group_topics import GroupTopics, dlq_topic
 from ferry.remoting.stats import BrokerStats
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
@@ -47,15 +48,19 @@ PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 FIRST_RETRY_DELAY_LEVEL = 3  # the n-th retry waits level 3 + n - 1 (10 s, 30 s, 1 min, ...)
+MAX_LEVEL = 18  # levels of the default messageDelayLevel
+PROPERTY_SCHEDULED_FROM = "SCHEDULED_FROM"  # set by the scheduler on what it delivers
 STORE_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
 class SendBack:
-    topic: str
+    topic: str  # where the copy ends up: %RETRY%group or %DLQ%group
     record: bytes  # the copy to store, in the layout of ferry.protocol.record
     to_dlq: bool
     delay_level: int  # 0 for the DLQ
+    put_topic: str = ""  # where it is stored now, when not `topic` (held by the scheduler)
+    put_queue: int = 0
 
 
 def plan_send_back(
@@ -66,9 +71,13 @@ def plan_send_back(
     max_reconsume_times: int,
     origin_msg_id: str = "",
     origin_topic: str = "",
+    max_level: int = MAX_LEVEL,
+    hold: bool = False,
 ) -> SendBack:
-    """The copy of a stored message that goes to the group's retry topic or DLQ."""
+    """The copy of a stored message that goes to the group's retry topic or DLQ; with `hold`,
+    a retry copy is addressed to SCHEDULE_TOPIC_XXXX and waits there for its delay level."""
     props = dict(rec.properties)
+    props.pop(PROPERTY_SCHEDULED_FROM, None)  # the copy is a new message for the scheduler
     reconsumed = rec.reconsume_times
     if record.PROPERTY_RETRY_TOPIC not in props:
         # a first failure: the stored topic is the original one (retry copies carry it)
@@ -95,9 +104,15 @@ def plan_send_back(
     else:
         topic = retry_topic(group)
         level = delay_level if delay_level > 0 else FIRST_RETRY_DELAY_LEVEL + reconsumed
+        level = min(level, max_level)
         props[record.PROPERTY_DELAY] = str(level)
+    put_topic, put_queue = topic, 0
+    if hold and not to_dlq:
+        props[record.PROPERTY_REAL_TOPIC] = topic
+        props[record.PROPERTY_REAL_QID] = "0"
+        put_topic, put_queue = SCHEDULE_TOPIC, level - 1
     raw = record.encode_record(
-        topic.encode(),
+        put_topic.encode(),
         rec.body,  # as stored: a compressed body stays compressed, its sysflag says so
         record.encode_properties(props),
         flag=rec.flag,
@@ -106,8 +121,9 @@ def plan_send_back(
         born_host=record.pack_host(rec.born_host),
         reconsume_times=reconsumed + 1,
         prepared_tx_offset=rec.prepared_tx_offset,
+        queue_id=put_queue,
     )
-    return SendBack(topic, raw, to_dlq, level)
+    return SendBack(topic, raw, to_dlq, level, put_topic, put_queue)
 
 
 class SendBackProcessor:
@@ -118,7 +134,12 @@ class SendBackProcessor:
         store: Peer,
         store_host: str,
         stats: BrokerStats,
+        *,
+        max_level: int = MAX_LEVEL,
+        hold: bool = False,
     ) -> None:
+        self._max_level = max_level
+        self._hold = hold  # a scheduler runs: retries wait for their delay level
         self._groups = groups
         self._group_topics = group_topics
         self._store = store
@@ -172,6 +193,8 @@ class SendBackProcessor:
             max_reconsume_times=limit,
             origin_msg_id=req.origin_msg_id,
             origin_topic=req.origin_topic,
+            max_level=self._max_level,
+            hold=self._hold,
         )
         if plan.to_dlq:
             self._group_topics.dlq(req.consumer_group)
@@ -188,6 +211,8 @@ class SendBackProcessor:
         def on_put(reply: AnyReply, _frames: list[Any]) -> None:
             if isinstance(reply, StorePutReply):
                 self._stats.put_messages += 1
+                if plan.to_dlq:
+                    self._stats.count_dlq(req.consumer_group, plan.topic)
                 call.reply(OkReply())
             elif isinstance(reply, ErrorReply):
                 call.reply(reply)
@@ -195,7 +220,12 @@ class SendBackProcessor:
                 call.fail(BrokerSystemError(f"store answered a put with {type(reply).__name__}"))
 
         self._store.request(
-            StorePutRequest(topic=plan.topic, queue_id=0, count=1, store_host=self._store_host),
+            StorePutRequest(
+                topic=plan.put_topic or plan.topic,
+                queue_id=plan.put_queue,
+                count=1,
+                store_host=self._store_host,
+            ),
             on_put,
             [plan.record],
             timeout_s=STORE_TIMEOUT_S,

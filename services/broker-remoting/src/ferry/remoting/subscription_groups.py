@@ -12,18 +12,13 @@ from pathlib import Path
 import msgspec
 
 from ferry.protocol.errors import SubscriptionGroupNotExistError
+from ferry.protocol.messages import SubscriptionGroupConfig
 from ferry.protocol.names import check_group
 from ferry.remoting.state_file import load_json, save_json
 
 FILE_NAME = "subscriptionGroup.json"
 
-
-class SubscriptionGroupConfig(msgspec.Struct, frozen=True, kw_only=True):
-    group_name: str
-    consume_enable: bool = True
-    consume_broadcast_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
+__all__ = ["SubscriptionGroupConfig", "SubscriptionGroupTable"]
 
 
 class _GroupFile(msgspec.Struct, rename="camel", kw_only=True):
@@ -72,6 +67,12 @@ class SubscriptionGroupTable:
         check_group(config.group_name)
         self._groups[config.group_name] = config
         self.persist()
+
+    def remove(self, group: str) -> bool:
+        if self._groups.pop(group, None) is None:
+            return False
+        self.persist()
+        return True
 
     def all(self) -> list[SubscriptionGroupConfig]:
         return [self._groups[name] for name in sorted(self._groups)]

@@ -13,7 +13,7 @@ import msgspec
 import zmq
 
 from ferry.protocol.codes import PullStatus, SendStatus
-from ferry.protocol.errors import FerryError, InvalidParameterError
+from ferry.protocol.errors import FerryError, InvalidParameterError, ServiceNotAvailableError
 from ferry.protocol.messages import (
     DeleteExpiredCommitLogRequest,
     DispatchNotice,
@@ -34,16 +34,20 @@ from ferry.protocol.messages import (
     ViewMessageRequest,
 )
 from ferry.protocol.names import check_topic
+from ferry.runtime import metrics, telemetry
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.service import Call, HandlerResult, Service, announce_ready
-from ferry.runtime.telemetry import server_span
+from ferry.store.admin_handlers import StoreAdminHandlers
 from ferry.store.commit_service import CommitService
 from ferry.store.long_poll import LongPollTable
+from ferry.store.replica_handlers import ReplicaHandlers
 from ferry.store.store import GetResult, MessageStore
+from ferry.store.store_metrics import StoreMetrics
 
 log = logging.getLogger("ferry.store.app")
 
 SERVICE_NAME = "broker-store"
+TRACER = "ferry.store"
 FEED_TOPIC = b"dispatch"
 FEED_HWM = 1000  # notices queued per subscriber before the feed drops them
 POLL_SWEEP_S = 0.05  # how often held gets are checked for expiry
@@ -82,7 +86,10 @@ class StoreApp:
         self._feed: zmq.Socket[Any] | None = None
         self._polls: LongPollTable[Call] = LongPollTable()
         self._commit = CommitService(config, store, service)
+        if metrics.enabled():
+            StoreMetrics(store, self._commit.flusher)
         self._sync_flush = config.is_sync_flush
+        self._slave = config.broker_role == "SLAVE"
         self._closed = False
         service.on(StorePutRequest, self._put)
         service.on(StoreGetRequest, self._get)
@@ -92,6 +99,8 @@ class StoreApp:
         service.on(SearchOffsetByTimestampRequest, self._search_offset)
         service.on(ViewMessageRequest, self._view_message)
         service.on(DeleteExpiredCommitLogRequest, self._delete_expired)
+        StoreAdminHandlers(self)  # mqadmin: deleteTopic, cleanExpiredCQ, live retention keys
+        ReplicaHandlers(self)  # HA: raw log reads (master), raw appends (slave), digests
         service.every(POLL_SWEEP_S, self._expire_polls)
         service.every(DISK_CHECK_S, self._check_disk)
         service.every(config.clean_resource_interval / 1000, self._clean)
@@ -109,37 +118,55 @@ class StoreApp:
     # ---- puts ----
 
     def _put(self, req: StorePutRequest, call: Call) -> HandlerResult:
+        if self._slave:  # its log is the master's, byte for byte (replica_handlers.py)
+            raise ServiceNotAvailableError("a SLAVE's store takes only its master's log")
         if len(call.payload) != 1:
             raise InvalidParameterError(
                 f"a put carries exactly one payload frame of records, not {len(call.payload)}"
             )
         frame = call.payload[0]
         buf = frame if isinstance(frame, bytes) else bytes(frame)
-        attributes: dict[str, Any] = {"messaging.batch.message_count": req.count}
-        with server_span(
-            "ferry.store", "store append", call.traceparent, call.tracestate, **attributes
-        ):
+        # one span per batch, and only under a sampled parent: the hot path stays cheap
+        attributes: dict[str, Any] = {
+            "messaging.destination.name": req.topic,
+            "messaging.batch.message_count": req.count,
+        }
+        span = telemetry.child_span(
+            TRACER, "store append", call.traceparent, call.tracestate, **attributes
+        )
+        try:
             result = self.store.put(req.topic, req.queue_id, req.count, buf, req.store_host)
-        self._publish(result.from_offset, result.next_offset)
+        except Exception as exc:
+            telemetry.end_span(span, telemetry.error_type(exc))
+            raise
+        telemetry.end_span(span)
+        self._publish(result.from_offset, result.next_offset, result.written)
         self._wake(req.topic, req.queue_id)
         reply = StorePutReply(
             status=SendStatus.SEND_OK,
             queue_offset=result.queue_offset,
             phys_offsets=result.phys_offsets,
+            next_offset=result.next_offset,
         )
         if self._sync_flush:
-            self._commit.wait_for_flush(call, reply, result.next_offset)
+            flush_span = None
+            if span is not None:
+                flush_span = telemetry.child_span(
+                    TRACER, "store flush", call.traceparent, call.tracestate
+                )
+            self._commit.wait_for_flush(call, reply, result.next_offset, flush_span)
             return None
         return reply
 
-    def _publish(self, start: int, stop: int) -> None:
-        """Dispatch feed: a hint for subscribers, dropped rather than ever blocking the store."""
+    def _publish(self, start: int, stop: int, written: bytearray | None = None) -> None:
+        """Dispatch feed: a hint for subscribers, dropped rather than ever blocking the store.
+        `written`: the bytes of [start, stop) as the append wrote them, if it has them."""
         if self._feed is None or stop <= start:
             return
         frames = [
             FEED_TOPIC,
             self.service.codec.encode(DispatchNotice(start, stop)),
-            self.store.log_slice(start, stop),
+            written if written is not None else self.store.log_slice(start, stop),
         ]
         try:
             self._feed.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)

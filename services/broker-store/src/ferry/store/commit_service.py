@@ -21,9 +21,11 @@ import time
 from typing import Any
 
 import msgspec
+from opentelemetry.trace import Span
 
 from ferry.protocol.codes import SendStatus
 from ferry.protocol.messages import StorePutReply
+from ferry.runtime import telemetry
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.service import Call, Service
 from ferry.store.flush import Flusher
@@ -46,6 +48,7 @@ class CommitService:
         self._least_bytes = max(config.flush_commit_log_least_pages, 0) * mmap.PAGESIZE
         self._thorough_s = max(config.flush_commit_log_thorough_interval, 0) / 1000
         self._last_full = time.monotonic()
+        self._flush_spans: dict[int, Span] = {}  # id(call) -> its put's flush span
         service.add_reader(self.flusher.wake_fd, self._on_flushed)
         if self.sync_flush:
             service.after_poll(self._kick)
@@ -56,9 +59,22 @@ class CommitService:
 
     # ---- SYNC_FLUSH ----
 
-    def wait_for_flush(self, call: Call, reply: StorePutReply, end_offset: int) -> None:
-        """Answers `reply` to `call` once the CommitLog is durable up to end_offset."""
+    def wait_for_flush(
+        self, call: Call, reply: StorePutReply, end_offset: int, span: Span | None = None
+    ) -> None:
+        """Answers `reply` to `call` once the CommitLog is durable up to end_offset; `span`
+        (a sampled put's "store flush") ends with the answer."""
+        if span is not None:
+            self._flush_spans[id(call)] = span
         self._waiting.add(end_offset, time.monotonic() + self._timeout_s, (call, reply))
+
+    def _answer(self, call: Call, reply: StorePutReply) -> None:
+        if self._flush_spans:
+            span = self._flush_spans.pop(id(call), None)
+            if span is not None:
+                late = reply.status == SendStatus.FLUSH_DISK_TIMEOUT
+                telemetry.end_span(span, "FLUSH_DISK_TIMEOUT" if late else "")
+        call.reply(reply)
 
     def _due(self) -> None:
         self._full_due = True
@@ -78,14 +94,14 @@ class CommitService:
     def _expire(self) -> None:
         if self._waiting:
             for call, reply in self._waiting.expired(time.monotonic()):
-                call.reply(_late(reply))
+                self._answer(call, _late(reply))
 
     def _release(self, flushed: int, flushed_at: float) -> None:
         done = self._waiting.release(flushed, flushed_at)
         for call, reply in done.on_time:
-            call.reply(reply)
+            self._answer(call, reply)
         for call, reply in done.late:
-            call.reply(_late(reply))
+            self._answer(call, _late(reply))
 
     # ---- ASYNC_FLUSH ----
 
@@ -139,7 +155,7 @@ class CommitService:
         self._release(self.store.log.flushed, time.monotonic())
         for waiting in self._waiting.take_all():
             call, reply = waiting.item
-            call.reply(_late(reply))
+            self._answer(call, _late(reply))
 
 
 def _late(reply: StorePutReply) -> StorePutReply:

@@ -228,6 +228,23 @@ class ConsumeQueueTable:
             log.info("retention: %d ConsumeQueue entries below offset %d dropped", dropped, log_min)
         return dropped
 
+    def remove(self, topic: str, queue_id: int) -> int:
+        """Deletes a queue's files and directory (and the topic's directory once empty);
+        returns how many files went. The caller makes sure no flush holds its files."""
+        cq = self.queues.pop((topic, queue_id), None)
+        if cq is None:
+            return 0
+        files = list(cq.files)
+        cq.close()
+        for f in files:
+            self.dirty.discard(f)
+            with contextlib.suppress(FileNotFoundError):
+                f.path.unlink()
+        for directory in (cq.directory, cq.directory.parent):
+            with contextlib.suppress(OSError):  # not empty (or gone): keep it
+                directory.rmdir()
+        return len(files)
+
     def topic_count(self) -> int:
         return len({topic for topic, _ in self.queues})
 

@@ -35,6 +35,7 @@ class FlushPlan:
     done_at: float = 0.0  # ... and when every file was
     on_log_synced: Callable[[], None] | None = None  # told when the log part is done early
     finished: bool = False  # set by the worker once run() returned or failed
+    started_at: float = 0.0  # time.monotonic() when handed to the worker
     error: Exception | None = None  # what stopped it (OSError from the disk, normally)
 
     @property
@@ -78,6 +79,8 @@ class Flusher:
         self.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self.log_syncs = 0
         self.failures = 0
+        # told of every flush that succeeded (the flush latency metric), on the loop
+        self.on_flushed: Callable[[FlushPlan], None] | None = None
         self._thread = threading.Thread(target=self._work, name="ferry-store-flush", daemon=True)
         self._thread.start()
 
@@ -90,6 +93,7 @@ class Flusher:
         if self._plan is not None:
             raise RuntimeError("a flush is already running")
         self._plan = plan
+        plan.started_at = time.monotonic()
         plan.on_log_synced = self._wake
         self._finished.clear()
         self._jobs.put(plan)
@@ -132,6 +136,8 @@ class Flusher:
             return None
         self.log_syncs += 1
         self._store.end_flush(plan)
+        if self.on_flushed is not None:
+            self.on_flushed(plan)
         return plan
 
     def wait(self) -> FlushPlan | None:

@@ -45,6 +45,7 @@ class PutResult(NamedTuple):
     phys_offsets: list[int]
     from_offset: int  # log end before the put ...
     next_offset: int  # ... and after it: the bytes the dispatch feed announces
+    written: bytearray | None = None  # those bytes, when one write stored them all
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +183,13 @@ class MessageStore:
         )
         cq.append(appended.cq_entries, store_ms)
         self.last_store_ms = store_ms
-        return PutResult(first, appended.phys_offsets, appended.from_offset, appended.next_offset)
+        return PutResult(
+            first,
+            appended.phys_offsets,
+            appended.from_offset,
+            appended.next_offset,
+            appended.written,
+        )
 
     def _host_bytes(self, host: str) -> bytes:
         packed = self._hosts.get(host)

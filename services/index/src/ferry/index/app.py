@@ -39,6 +39,8 @@ from ferry.runtime.service import DRAIN_BATCH, Call, Service, announce_ready
 log = logging.getLogger("ferry.index")
 
 SERVICE_NAME = "index"
+TRACER = "ferry.index"
+DISPATCH_ATTRS = {"messaging.system": "rocketmq", "messaging.operation.name": "dispatch"}
 FEED_TOPIC = b"dispatch"
 FEED_HWM = 1000  # notices queued in the subscription
 FEED_RCVBUF = 1024 * 1024  # kernel receive buffer of the feed connection
@@ -138,14 +140,20 @@ class IndexApp:
             if len(frames) != 3 or frames[0] != FEED_TOPIC:
                 log.debug("feed message of %d frames ignored", len(frames))
                 continue
+            # traced messages in the batch: one span, under the first one's send
+            span = telemetry.feed_span(TRACER, "index dispatch", frames[2], **DISPATCH_ATTRS)
             try:
                 notice = self._notices.decode(frames[1])
                 self.follower.on_notice(notice.from_offset, notice.next_offset, frames[2])
             except msgspec.DecodeError as exc:
                 log.warning("undecodable dispatch notice ignored: %s", exc)
-            except Exception:
+                telemetry.end_span(span, "DecodeError")
+            except Exception as exc:
                 # the index rolled back to its last commit; a later read applies these again
                 log.exception("dispatch notice not applied")
+                telemetry.end_span(span, telemetry.error_type(exc))
+            else:
+                telemetry.end_span(span)
 
     # ---- requests ----
 

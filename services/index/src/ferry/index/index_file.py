@@ -21,11 +21,13 @@ to the entries they chained to and their bytes are zeroed, so nothing is indexed
 from __future__ import annotations
 
 import contextlib
+import functools
 import mmap
 import os
 import struct
+import sys
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -100,6 +102,7 @@ class IndexFile:
         self.begin_phys = self.end_phys = -1
         self.dirty = False  # written since the last sync
         self._reserved = 0  # entries whose blocks are allocated
+        self._slots = _Slots(mm, slot_count)
 
     # ---- opening ----
 
@@ -207,20 +210,27 @@ class IndexFile:
             raise IndexFileError(f"{self.path} is full ({self.max_entries} entries)")
         if last > self._reserved:
             self._reserve(first, last)
-        mm = self._mm
-        slots = self.slot_count
-        unpack_slot, pack_slot, pack_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
-        pos = self._entries_at + first * ENTRY_SIZE
+        slot_of, link = self._slots.get, self._slots.set
+        nslots = self.slot_count
+        linked: dict[int, int] = {}  # slot -> its newest entry in this batch
+        fields: list[int] = []
         n = first
         for phys_offset, store_ms, hashes in records:
             for key_hash in hashes:
-                slot_at = HEADER_SIZE + (key_hash % slots) * 4
-                (prev,) = unpack_slot(mm, slot_at)
-                # the entry first, then the slot: a crash between them leaves the slot as it was
-                pack_entry(mm, pos, key_hash, phys_offset, store_ms, prev, ENTRY_MARKER)
-                pack_slot(mm, slot_at, n)
-                pos += ENTRY_SIZE
+                slot = key_hash % nslots
+                prev = linked.get(slot)
+                if prev is None:
+                    prev = slot_of(slot)
+                linked[slot] = n
+                fields += (key_hash, phys_offset, store_ms, prev, ENTRY_MARKER)
                 n += 1
+        # every entry first, then the slots: a crash in between leaves the slots as they were
+        # (and a crash among the slot writes is undone on open, as any uncommitted entry)
+        _entries(last - first + 1).pack_into(
+            self._mm, self._entries_at + first * ENTRY_SIZE, *fields
+        )
+        for slot, n in linked.items():
+            link(slot, n)
         self.count = last
         if self.begin_phys < 0:
             self.begin_phys = records[0][0]
@@ -301,7 +311,42 @@ class IndexFile:
         return bytes(self._mm[HEADER_SIZE:stop])
 
     def close(self) -> None:
+        self._slots.release()
         with contextlib.suppress(BufferError, ValueError):
             self._mm.close()
         with contextlib.suppress(OSError):
             os.close(self._fd)
+
+
+@functools.lru_cache(maxsize=64)
+def _entries(count: int) -> struct.Struct:
+    """The layout of `count` consecutive entries: a batch is packed in one call."""
+    return struct.Struct("<" + "QqqII" * count)
+
+
+class _Slots:
+    """The slot table as u32 items: get/set go through a typed view of the mapping on
+    little-endian machines (the file's byte order), through struct elsewhere."""
+
+    def __init__(self, mm: mmap.mmap, slot_count: int) -> None:
+        self._view: memoryview | None = None
+        self.get: Callable[[int], int]
+        self.set: Callable[[int, int], None]
+        if sys.byteorder == "little":
+            raw = memoryview(mm)[HEADER_SIZE : HEADER_SIZE + slot_count * SLOT.size]
+            self._view = raw.cast("I")
+            raw.release()
+            self.get, self.set = self._view.__getitem__, self._view.__setitem__
+        else:
+            self.get = lambda slot: int(SLOT.unpack_from(mm, HEADER_SIZE + slot * SLOT.size)[0])
+            self.set = lambda slot, entry: SLOT.pack_into(mm, HEADER_SIZE + slot * SLOT.size, entry)
+
+    def release(self) -> None:
+        if self._view is not None:
+            self.get = self.set = _released  # type: ignore[assignment]
+            self._view.release()
+            self._view = None
+
+
+def _released(*_args: int) -> int:
+    raise ValueError("the index file is closed")

@@ -103,31 +103,8 @@ class IndexStore:
         return added
 
     def _add_records(self, buf: Any, next_offset: int, strict: bool) -> int:
-        added = 0
-        skip_below = self.applied
-        cap = self.geometry.max_entries
-        current = self.files[-1] if self.files else None
-        free = current.free if current is not None else 0
-        batch: list[Indexed] = []  # records for `current`, written together
         try:
-            for found in indexed_records(buf):
-                n = len(found.hashes)
-                if n == 0 or found.phys_offset < skip_below:
-                    continue
-                rec = found
-                if n > cap:
-                    log.warning("record at %d has %d keys; %d are indexed", rec.phys_offset, n, cap)
-                    rec = found._replace(hashes=found.hashes[:cap])
-                    n = cap
-                if current is None or n > free:
-                    if batch and current is not None:
-                        current.put_records(batch)
-                        batch = []
-                    current = self._roll(rec.phys_offset)
-                    free = current.free
-                batch.append(rec)
-                free -= n
-                added += n
+            found = indexed_records(buf)
         except (record.RecordError, UnicodeDecodeError, ValueError) as exc:
             if strict:
                 raise record.RecordError(f"records before {next_offset}: {exc}") from None
@@ -136,6 +113,31 @@ class IndexStore:
                 next_offset,
                 exc,
             )
+            found = _decodable_prefix(buf)
+        skip_below = self.applied
+        if found and found[0][0] < skip_below:
+            found = [rec for rec in found if rec[0] >= skip_below]
+        added = 0
+        cap = self.geometry.max_entries
+        current = self.files[-1] if self.files else None
+        free = current.free if current is not None else 0
+        batch: list[Indexed] = []  # records for `current`, written together
+        for whole in found:
+            rec = whole
+            n = len(rec[2])
+            if n > cap:
+                log.warning("record at %d has %d keys; %d are indexed", rec[0], n, cap)
+                rec = (rec[0], rec[1], rec[2][:cap])
+                n = cap
+            if current is None or n > free:
+                if batch and current is not None:
+                    current.put_records(batch)
+                    batch = []
+                current = self._roll(rec[0])
+                free = current.free
+            batch.append(rec)
+            free -= n
+            added += n
         if batch and current is not None:
             current.put_records(batch)
         return added
@@ -228,3 +230,20 @@ class IndexStore:
                     index.sync()
             finally:
                 index.close()
+
+
+def _decodable_prefix(buf: Any) -> list[Indexed]:
+    """The records before the first one that does not decode (found record by record)."""
+    data = buf if isinstance(buf, bytes) else bytes(buf)
+    out: list[Indexed] = []
+    pos = 0
+    while pos < len(data):
+        size = record.PREFIX.unpack_from(data, pos)[0] if len(data) - pos >= 8 else 0
+        if size <= 0:
+            break
+        try:
+            out.extend(indexed_records(data[pos : pos + size]))
+        except (record.RecordError, UnicodeDecodeError, ValueError):
+            break
+        pos += size
+    return out

@@ -25,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ConfigError as exc:
         print(f"{PROG}: {exc.message}", file=sys.stderr)
         raise SystemExit(2) from None
-    setup_telemetry(PROG)
+    setup_telemetry(PROG, config)
     try:
         app = NamesrvApp(config)
     except zmq.ZMQError as exc:

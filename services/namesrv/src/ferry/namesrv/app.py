@@ -9,7 +9,9 @@ from importlib.metadata import version
 from ferry.namesrv.route_table import BrokerRef, RouteTable
 from ferry.protocol.errors import InvalidParameterError
 from ferry.protocol.messages import (
+    AddWritePermRequest,
     ClusterInfoReply,
+    DeleteTopicInNamesrvRequest,
     GetAllTopicListRequest,
     GetClusterInfoRequest,
     GetRouteInfoRequest,
@@ -19,6 +21,8 @@ from ferry.protocol.messages import (
     RouteInfoReply,
     TopicListReply,
     UnregisterBrokerRequest,
+    WipeWritePermRequest,
+    WritePermReply,
 )
 from ferry.protocol.names import check_topic
 from ferry.runtime.config import NamesrvConfig
@@ -85,6 +89,9 @@ class NamesrvApp:
         self.service.on(GetRouteInfoRequest, self._route)
         self.service.on(GetClusterInfoRequest, self._cluster_info)
         self.service.on(GetAllTopicListRequest, self._topic_list)
+        self.service.on(DeleteTopicInNamesrvRequest, self._delete_topic)
+        self.service.on(WipeWritePermRequest, self._wipe_write_perm)
+        self.service.on(AddWritePermRequest, self._add_write_perm)
         self.service.every(config.scan_not_active_broker_interval / 1000, self._scan)
 
     def run(self) -> None:
@@ -134,6 +141,26 @@ class NamesrvApp:
 
     def _topic_list(self, _req: GetAllTopicListRequest, _call: Call) -> TopicListReply:
         return TopicListReply(self.table.topic_names())
+
+    # ---- admin (mqadmin deleteTopic, wipeWritePerm, addWritePerm) ----
+
+    def _delete_topic(self, req: DeleteTopicInNamesrvRequest, _call: Call) -> OkReply:
+        check_topic(req.topic)
+        if self.table.delete_topic(req.topic, req.cluster):
+            log.info("topic %s deleted%s", req.topic, f" in {req.cluster}" if req.cluster else "")
+        return OkReply()
+
+    def _wipe_write_perm(self, req: WipeWritePermRequest, _call: Call) -> WritePermReply:
+        check_name("broker_name", req.broker_name)
+        topics = self.table.set_write_perm(req.broker_name, writable=False)
+        log.info("write permission of %s wiped (%d topics)", req.broker_name, topics)
+        return WritePermReply(topics=topics)
+
+    def _add_write_perm(self, req: AddWritePermRequest, _call: Call) -> WritePermReply:
+        check_name("broker_name", req.broker_name)
+        topics = self.table.set_write_perm(req.broker_name, writable=True)
+        log.info("write permission of %s restored (%d topics)", req.broker_name, topics)
+        return WritePermReply(topics=topics)
 
     # ---- background ----
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ferry.protocol.codes import Perm
 from ferry.protocol.errors import TopicNotExistError
 from ferry.protocol.messages import (
     BrokerData,
@@ -60,6 +61,9 @@ class RouteTable:
         self._groups: dict[str, _Group] = {}
         # topic -> broker name -> queue data
         self._topics: dict[str, dict[str, QueueData]] = {}
+        # broker names whose queues are not offered for writing (wipeWritePerm); kept across
+        # re-registrations until addWritePerm
+        self._wiped: set[str] = set()
 
     def register(
         self,
@@ -116,7 +120,7 @@ class RouteTable:
             raise TopicNotExistError(f"No route info of this topic: {topic}")
         names = sorted(queues)
         return TopicRouteData(
-            queue_datas=[queues[name] for name in names],
+            queue_datas=[self._visible(queues[name]) for name in names],
             broker_datas=[self._broker_data(name) for name in names if name in self._groups],
         )
 
@@ -129,6 +133,41 @@ class RouteTable:
 
     def topic_names(self) -> list[str]:
         return sorted(self._topics)
+
+    def delete_topic(self, topic: str, cluster: str = "") -> bool:
+        """Drops a topic's route (of the broker groups of `cluster` only, when given); False
+        when there was nothing to drop. A broker still holding the topic brings it back at its
+        next registration, so brokers drop it first."""
+        queues = self._topics.get(topic)
+        if queues is None:
+            return False
+        for name in list(queues):
+            group = self._groups.get(name)
+            if not cluster or (group is not None and group.cluster == cluster):
+                self._drop_queue_data(topic, name)
+        return True
+
+    def set_write_perm(self, broker_name: str, writable: bool) -> int:
+        """wipeWritePerm / addWritePerm: returns how many topics of the broker it changes."""
+        if writable:
+            self._wiped.discard(broker_name)
+        else:
+            self._wiped.add(broker_name)
+        return sum(
+            1
+            for queues in self._topics.values()
+            if broker_name in queues and queues[broker_name].perm & Perm.WRITE
+        )
+
+    def _visible(self, data: QueueData) -> QueueData:
+        if data.broker_name in self._wiped and data.perm & Perm.WRITE:
+            return QueueData(
+                data.broker_name,
+                data.read_queue_nums,
+                data.write_queue_nums,
+                data.perm & ~Perm.WRITE,
+            )
+        return data
 
     # ---- internals ----
 

@@ -1,0 +1,248 @@
+"""The broker's OpenTelemetry metrics, and the broker group's Prometheus endpoint.
+
+Traffic counters are observed from BrokerStats when a reader collects, so the send and pull
+paths pay nothing for them; latencies are recorded by those paths through
+BrokerStats.on_latency (only when metrics are on). Consumer lag is computed at collection:
+committed offsets against the store's max offsets, and the age of the first unconsumed
+message, asked of the store on the collecting thread with its own socket.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import zmq
+
+from ferry.protocol.codes import PullStatus
+from ferry.protocol.messages import (
+    StoreGetReply,
+    StoreGetRequest,
+    StoreQueueOffsetsReply,
+    StoreQueueOffsetsRequest,
+)
+from ferry.protocol.names import RETRY_PREFIX
+from ferry.protocol.record import iter_records
+from ferry.remoting.consumer_offsets import ConsumerOffsetTable
+from ferry.remoting.stats import BrokerStats
+from ferry.runtime import metrics
+from ferry.runtime.config import BrokerConfig
+from ferry.runtime.prometheus import GroupGatherer, PrometheusEndpoint, SyncClient
+
+log = logging.getLogger("ferry.remoting.metrics")
+
+LAG_CACHE_S = 0.5  # the two lag gauges of one collection share one pass over the store
+STORE_TIMEOUT_MS = 1000
+
+Points = Iterable[tuple[float, Mapping[str, str]]]
+
+
+class LagProbe:
+    """Consumer lag by (group, topic, queue): messages behind, and ms since the first
+    unconsumed message was stored (0 when caught up)."""
+
+    def __init__(self, ctx: zmq.Context[Any], store_endpoint: str, offsets: ConsumerOffsetTable):
+        self._store = SyncClient(ctx, store_endpoint)
+        self._offsets = offsets
+        self._lock = threading.Lock()
+        self._rows: list[tuple[dict[str, str], int, float]] = []
+        self._at = 0.0
+
+    def rows(self) -> list[tuple[dict[str, str], int, float]]:
+        with self._lock:
+            if time.monotonic() - self._at > LAG_CACHE_S:
+                self._rows = self._measure()
+                self._at = time.monotonic()
+            return self._rows
+
+    def _entries(self) -> list[tuple[str, str, int, int]]:
+        for _ in range(5):  # the loop thread may add a key while we copy
+            try:
+                return self._offsets.entries()
+            except RuntimeError:
+                continue
+        return []
+
+    def _measure(self) -> list[tuple[dict[str, str], int, float]]:
+        by_topic: dict[str, list[tuple[str, int, int]]] = {}
+        for group, topic, queue_id, offset in self._entries():
+            by_topic.setdefault(topic, []).append((group, queue_id, offset))
+        now_ms = time.time() * 1000
+        out: list[tuple[dict[str, str], int, float]] = []
+        for topic, rows in sorted(by_topic.items()):
+            queue_ids = sorted({q for _, q, _ in rows})
+            answer = self._store.call(StoreQueueOffsetsRequest(topic, queue_ids), STORE_TIMEOUT_MS)
+            if answer is None or not isinstance(answer[0], StoreQueueOffsetsReply):
+                continue
+            max_offsets = {q.queue_id: q.max_offset for q in answer[0].queues}
+            for group, queue_id, offset in rows:
+                behind = max(0, max_offsets.get(queue_id, offset) - offset)
+                age = self._age_ms(topic, queue_id, offset, now_ms) if behind else 0.0
+                labels = {
+                    "consumer_group": group,
+                    "topic": topic,
+                    "queue_id": str(queue_id),
+                    "is_retry": _is_retry(topic),
+                }
+                out.append((labels, behind, age))
+        return out
+
+    def _age_ms(self, topic: str, queue_id: int, offset: int, now_ms: float) -> float:
+        get = StoreGetRequest(topic, queue_id, offset, max_msgs=1)
+        answer = self._store.call(get, STORE_TIMEOUT_MS)
+        if answer is None:
+            return 0.0
+        reply, frames = answer
+        if not isinstance(reply, StoreGetReply) or reply.status != PullStatus.FOUND or not frames:
+            return 0.0
+        for rec in iter_records(frames[0]):
+            return max(0.0, now_ms - rec.store_timestamp)
+        return 0.0
+
+    def close(self) -> None:
+        with self._lock:
+            self._store.close()
+
+
+class BrokerMetrics:
+    """Registers the broker's instruments; serves /metrics when metricsExporterType is PROM."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        stats: BrokerStats,
+        offsets: ConsumerOffsetTable,
+        ha_endpoint: str = "",
+    ) -> None:
+        self._stats = stats
+        self._ctx: zmq.Context[Any] = zmq.Context()
+        self._lag = LagProbe(self._ctx, config.store_endpoint, offsets)
+        meter = metrics.meter("ferry.remoting")
+        observe = metrics.observe
+        meter.create_observable_counter(
+            metrics.MESSAGES_IN,
+            [observe(metrics.MESSAGES_IN, lambda: _by_topic(stats.puts))],
+            description="messages stored, by topic",
+        )
+        meter.create_observable_counter(
+            metrics.THROUGHPUT_IN,
+            [observe(metrics.THROUGHPUT_IN, lambda: _by_topic(stats.put_bytes))],
+            unit="By",
+            description="bytes of messages stored, by topic",
+        )
+        meter.create_observable_counter(
+            metrics.MESSAGES_OUT,
+            [observe(metrics.MESSAGES_OUT, lambda: _by_topic(stats.gets))],
+            description="messages pulled, by topic and consumer group",
+        )
+        meter.create_observable_counter(
+            metrics.THROUGHPUT_OUT,
+            [observe(metrics.THROUGHPUT_OUT, lambda: _by_topic(stats.get_bytes))],
+            unit="By",
+            description="bytes of messages pulled, by topic and consumer group",
+        )
+        meter.create_observable_counter(
+            metrics.SEND_TO_DLQ,
+            [observe(metrics.SEND_TO_DLQ, lambda: _by_topic(stats.dlq))],
+            description="messages moved to a dead letter queue, by DLQ topic and group",
+        )
+        meter.create_observable_counter(
+            metrics.COMMIT_MESSAGES,
+            [observe(metrics.COMMIT_MESSAGES, lambda: _resolved(stats, "COMMIT"))],
+            description="half messages committed (delivered to their topic)",
+        )
+        meter.create_observable_counter(
+            metrics.ROLLBACK_MESSAGES,
+            [observe(metrics.ROLLBACK_MESSAGES, lambda: _resolved(stats, "ROLLBACK"))],
+            description="half messages rolled back",
+        )
+        meter.create_observable_gauge(
+            metrics.CONSUMER_LAG_MESSAGES,
+            [observe(metrics.CONSUMER_LAG_MESSAGES, self._lag_messages)],
+            description="messages stored and not yet consumed, by group and queue",
+        )
+        meter.create_observable_gauge(
+            metrics.CONSUMER_LAG_LATENCY,
+            [observe(metrics.CONSUMER_LAG_LATENCY, self._lag_latency)],
+            unit="ms",
+            description="age of the oldest unconsumed message, by group and queue",
+        )
+        latency = meter.create_histogram(
+            metrics.RPC_LATENCY,
+            unit="ms",
+            description="send and pull handling time in the broker (pulls include long polling)",
+        )
+
+        def on_latency(request: str, outcome: str, ms: float) -> None:
+            latency.record(ms, {"request_code": request, "invocation_status": outcome})
+
+        stats.on_latency = on_latency
+        self.endpoint: PrometheusEndpoint | None = None
+        self._gatherer: GroupGatherer | None = None
+        if config.metrics_exporter_type == "PROM":
+            peers = [("broker-store", config.store_endpoint)]
+            if config.index_endpoint:
+                peers.append(("index", config.index_endpoint))
+            if config.scheduler_endpoint:
+                peers.append(("scheduler", config.scheduler_endpoint))
+            if ha_endpoint:
+                peers.append(("ha-replicator", ha_endpoint))
+            self._gatherer = GroupGatherer(peers)
+            labels = {
+                "cluster": config.broker_cluster_name,
+                "node_type": "broker",
+                "node_id": f"{config.broker_name}-{config.broker_id}",
+            }
+            gatherer = self._gatherer
+            host = config.metrics_prom_exporter_host or config.listen_host
+            port = config.metrics_prom_exporter_port
+            try:
+                self.endpoint = PrometheusEndpoint(
+                    host, port, lambda: metrics.render(gatherer.gather("broker-remoting", labels))
+                )
+            except OSError as exc:  # a busy port costs the endpoint, never the broker
+                log.error("metrics endpoint %s:%d not served: %s", host, port, exc)
+
+    def start(self) -> str:
+        """Starts the endpoint; its host:port ("" without one)."""
+        if self.endpoint is None:
+            return ""
+        self.endpoint.start()
+        return f"{self.endpoint.host}:{self.endpoint.port}"
+
+    def _lag_messages(self) -> Points:
+        return [(float(behind), labels) for labels, behind, _ in self._lag.rows()]
+
+    def _lag_latency(self) -> Points:
+        return [(age, labels) for labels, _, age in self._lag.rows()]
+
+    def close(self) -> None:
+        self._stats.on_latency = None
+        if self.endpoint is not None:
+            self.endpoint.close()
+        if self._gatherer is not None:
+            self._gatherer.close()
+        self._lag.close()
+        self._ctx.term()
+
+
+def _by_topic(table: dict[tuple[str, str], int]) -> Points:
+    """(topic, group) counters as points; `dict(...)` copies atomically under the GIL."""
+    out: list[tuple[float, Mapping[str, str]]] = []
+    for (topic, group), value in dict(table).items():
+        labels = {"topic": topic, "is_retry": _is_retry(topic)}
+        if group:
+            labels["consumer_group"] = group
+        out.append((float(value), labels))
+    return out
+
+
+def _is_retry(topic: str) -> str:
+    return "true" if topic.startswith(RETRY_PREFIX) else "false"
+
+
+def _resolved(stats: BrokerStats, resolution: str) -> Points:
+    return [(float(stats.transactions.get(resolution, 0)), {})]

@@ -1,0 +1,1 @@
+"""Ferry console: web dashboard and message trace view"""

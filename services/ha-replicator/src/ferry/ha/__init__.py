@@ -1,0 +1,1 @@
+"""Ferry HA replicator: master to slave CommitLog replication"""

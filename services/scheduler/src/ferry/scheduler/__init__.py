@@ -1,0 +1,1 @@
+"""Ferry scheduler service: delay levels, timers, retry and DLQ, transaction checkback"""

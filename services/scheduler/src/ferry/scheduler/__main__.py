@@ -1,0 +1,27 @@
+"""`ferry-scheduler -c broker.conf [--set key=value ...]`: the broker's scheduler service."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ferry.runtime.cli import run_service
+from ferry.scheduler.app import SERVICE_NAME, SchedulerApp
+from ferry.scheduler.config import SchedulerConfig
+from ferry.scheduler.dir_lock import DirLockedError
+
+PROG = "ferry-scheduler"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    run_service(
+        PROG,
+        SERVICE_NAME,
+        SchedulerConfig,
+        lambda config: SchedulerApp(config).run(),
+        argv,
+        expected=(DirLockedError,),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""Composition root of the scheduler: progress, the delivery path, the delay levels, the
+timers, the status request, and (COMPONENTS below) whatever else runs in this process.
+
+Start-up: lock the directory, load the progress snapshot, bind, print READY, scan the log from
+the snapshot's `scan_from` (recovery.py), then start every component. Progress is saved every
+schedulerFlushIntervalMs when it moved, and on a clean stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from importlib import metadata
+from typing import Any
+
+import msgspec
+
+from ferry.protocol.messages import (
+    AnyReply,
+    SchedulerStatusReply,
+    SchedulerStatusRequest,
+    StoreStatusReply,
+    StoreStatusRequest,
+)
+from ferry.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC, TRANSACTION_TOPICS
+from ferry.runtime import metrics
+from ferry.runtime.service import Call, Service, announce_ready
+from ferry.scheduler.component import Component
+from ferry.scheduler.config import SchedulerConfig
+from ferry.scheduler.delay import DelayLevels
+from ferry.scheduler.delivery import Deliverer
+from ferry.scheduler.dir_lock import DirLock
+from ferry.scheduler.progress import FILE_NAME as PROGRESS_FILE
+from ferry.scheduler.progress import Progress, load_progress, save_progress
+from ferry.scheduler.recovery import SCAN_GRACE_MS, StartupScan
+from ferry.scheduler.scheduler_metrics import SchedulerMetrics
+from ferry.scheduler.timers import Timers
+from ferry.scheduler.transaction import CheckerSettings, TransactionChecker
+
+log = logging.getLogger("ferry.scheduler")
+
+SERVICE_NAME = "scheduler"
+STORE_TIMEOUT_S = 5.0
+STORE_RETRY_S = 0.5
+# topics whose records wait to be delivered (their SCHEDULED_FROM, if any, is not a delivery)
+HOLDING_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC, *TRANSACTION_TOPICS})
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("ferry-scheduler")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+class SchedulerApp:
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+        self.root = config.scheduler_dir
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.lock = DirLock(self.root)
+        # no snapshot yet: nothing was delivered from this directory, no log to re-check
+        self.fresh = not (self.root / PROGRESS_FILE).exists()
+        self.progress = load_progress(self.root)
+        self.service = Service(
+            SERVICE_NAME, max_deferred=config.max_pending_requests, version=package_version()
+        )
+        self.store = self.service.connect_peer(config.store_endpoint)
+        self.deliverer = Deliverer(self.service, self.store)
+        self.deliverer.see(self.progress.scan_from)
+        self.delays = DelayLevels(
+            self.service, self.store, self.deliverer, config.delay_levels_ms, self.progress
+        )
+        self.timers = Timers(
+            self.service,
+            self.store,
+            self.deliverer,
+            self.root / "timer",
+            config.timer_precision_ms,
+            self.progress,
+        )
+        # ---- COMPONENTS: everything that runs in this process, started after the start-up
+        # scan and stopped before the last save. Add a part here (start/stop/status, see
+        # component.py); it may use self.service, self.store and self.config.
+        self.transactions = TransactionChecker(
+            self.service, self.store, CheckerSettings.from_config(config), self.root
+        )
+        self.components: list[Component] = [self.delays, self.timers, self.transactions]
+        # ---- end of COMPONENTS
+        if metrics.enabled():
+            SchedulerMetrics(self)
+        self._started = False
+        self._closed = False
+        self.service.on(SchedulerStatusRequest, self._status)
+        self.service.every(config.scheduler_flush_interval_ms / 1000, self._save)
+        self.service.on_stop(self.close)
+
+    def run(self) -> None:
+        endpoint = self.service.bind_router(self.config.listen_endpoint())
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda _signum, _frame: self.service.stop())
+        announce_ready(SERVICE_NAME, endpoint=endpoint)
+        log.info(
+            "scheduler serving on %s; store %s; resuming from %s",
+            endpoint,
+            self.config.store_endpoint,
+            self.progress,
+        )
+        if self.fresh:
+            self._first_start()
+        else:
+            until = self.progress.saved_ms + SCAN_GRACE_MS if self.progress.saved_ms else 0
+            scan = StartupScan(
+                self.service, self.store, HOLDING_TOPICS, self._on_scanned, until_ms=until
+            )
+            scan.run(self.progress.scan_from)
+        self.service.run()
+
+    def _first_start(self) -> None:
+        """No snapshot: start from the log's end (a long log need not be read) and save a
+        snapshot before the first delivery, so that a crash after it has one to resume from."""
+
+        def on_status(body: AnyReply, _frames: list[Any]) -> None:
+            if isinstance(body, StoreStatusReply):
+                self._on_scanned(set(), body.max_offset)
+                self._save(force=True)
+            else:
+                log.warning("the store did not give its log bounds (%s); asking again", body)
+                self.service.later(STORE_RETRY_S, self._first_start)
+
+        self.store.request(StoreStatusRequest(), on_status, timeout_s=STORE_TIMEOUT_S)
+
+    def _on_scanned(self, delivered: set[int], log_end: int) -> None:
+        self.deliverer.done_before = delivered
+        self.deliverer.see(log_end)
+        self._started = True
+        if self.config.broker_role == "SLAVE":
+            # a slave's store takes only what replication brings: nothing is delivered here
+            # (the master's scheduler does it), as RocketMQ runs its schedule service on masters
+            log.info("broker role SLAVE: delay levels, timers and checks stay idle")
+            return
+        for component in self.components:
+            component.start()
+
+    # ---- progress ----
+
+    def snapshot(self) -> Progress:
+        """The progress as it stands; scan_from is at or below every delivery it does not
+        cover (issued, or done but not yet counted in the offsets and the timer read time)."""
+        scan_from = min(
+            self.delays.oldest_uncovered(self.deliverer.watermark),
+            self.timers.oldest_uncovered(self.deliverer.watermark),
+        )
+        return Progress(
+            levels=self.delays.offsets(),
+            timer_queue_offset=self.timers.queue_offset,
+            timer_read_ms=self.timers.read_ms,
+            timer_pending=self.timers.pending,
+            scan_from=scan_from,
+            saved_ms=int(time.time() * 1000),
+        )
+
+    def _save(self, *, force: bool = False) -> None:
+        if not self._started:
+            return
+        snapshot = self.snapshot()
+        unchanged = msgspec.structs.replace(snapshot, saved_ms=self.progress.saved_ms)
+        if unchanged == self.progress and not force:
+            return
+        self.timers.sync()  # bucket files hold what the snapshot says was taken in
+        save_progress(self.root, snapshot)
+        self.progress = snapshot
+        self.timers.saved(snapshot.timer_read_ms)
+
+    # ---- requests ----
+
+    def _status(self, _req: SchedulerStatusRequest, _call: Call) -> SchedulerStatusReply:
+        extra: dict[str, str] = {}
+        for component in self.components:
+            extra.update(component.status())
+        return SchedulerStatusReply(
+            levels=self.delays.level_status(),
+            timer_queue_offset=self.timers.queue_offset,
+            timer_queue_max=self.timers.queue_max,
+            timer_pending=self.timers.pending,
+            timer_read_ms=self.timers.read_ms,
+            timer_delivered=self.timers.delivered,
+            skipped_duplicates=self.deliverer.skipped,
+            extra=extra,
+        )
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._started:
+                for component in reversed(self.components):
+                    try:
+                        component.stop()
+                    except Exception:
+                        log.exception("component %s did not stop cleanly", component.name)
+                self._save()
+            self.timers.close()
+        finally:
+            self.lock.release()
