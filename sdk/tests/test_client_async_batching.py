@@ -1,66 +1,190 @@
-"""The accumulator behind send_async's automatic batching (plain state)."""
+"""The accumulator behind send_async's automatic batching (plain state) and its futures."""
 
 from __future__ import annotations
 
-from concurrent.futures import Future
+import concurrent.futures
+import threading
 
-from ferry.client.async_sender import BatchConfig, Item, TopicAccumulator
-from ferry.client.message import SendResult
+import pytest
+
+from ferry.client.async_sender import Batch, BatchConfig, SendFuture, TopicAccumulator, settle
+from ferry.client.message import (
+    Message,
+    MessageQueue,
+    SendResult,
+    SendStatus,
+    encode_message,
+    encode_plain_batch,
+    message_properties,
+    plain_message,
+)
 from ferry.client.outgoing import Outgoing, join
+from ferry.protocol import record
+from ferry.protocol.errors import FerryError
 
 
-def item(i: int, size: int = 10) -> Item:
-    out = Outgoing("t", [f"ID{i}"], bytes([i % 256]) * size, 1, "", "", None, True)
-    return out, Future[SendResult]()
+def message(i: int, size: int = 10) -> Outgoing:
+    return Outgoing("t", [f"ID{i}"], bytes([i % 256]) * size, 1, "", "", None, True)
+
+
+def ids(batch: Batch) -> list[str]:
+    return [o.msg_ids[0] for o in batch.items if isinstance(o, Outgoing)]
+
+
+def add(acc: TopicAccumulator, out: Outgoing, now: float) -> SendFuture:
+    return acc.add(out, len(out.payload), now)
 
 
 def test_an_idle_topic_sends_each_message_at_once() -> None:
-    acc = TopicAccumulator()
-    config = BatchConfig(max_batches_in_flight=2)
-    acc.add(item(0), config)
-    assert [len(b) for b in [acc.next_batch(2) or []]] == [1]
-    acc.add(item(1), config)
-    assert len(acc.next_batch(2) or []) == 1
+    acc = TopicAccumulator(BatchConfig(max_batches_in_flight=2))
+    add(acc, message(0), 0.0)
+    assert [ids(b) for b in acc.ready(0.0, 2)] == [["ID0"]]
+    add(acc, message(1), 0.0)
+    assert acc.ready(0.0, 2) == []  # one in flight: a partial batch waits for it
+    acc.in_flight -= 1  # the first request completed
+    assert [ids(b) for b in acc.ready(0.0, 2)] == [["ID1"]]
+
+
+def test_messages_wait_while_requests_are_in_flight_and_leave_together() -> None:
+    acc = TopicAccumulator(BatchConfig(max_batches_in_flight=4, linger_s=1.0))
+    add(acc, message(0), 0.0)
+    assert len(acc.ready(0.0, 4)) == 1
+    for i in range(1, 6):
+        add(acc, message(i), 0.1)
+        assert acc.ready(0.1, 4) == []
+    acc.in_flight -= 1
+    (batch,) = acc.ready(0.2, 4)
+    assert ids(batch) == [f"ID{i}" for i in range(1, 6)]
+    assert len({id(f._condition) for f in batch.futures}) == 1  # one lock per batch
+
+
+def test_a_partial_batch_leaves_when_its_linger_is_over() -> None:
+    acc = TopicAccumulator(BatchConfig(max_batches_in_flight=4, linger_s=0.005))
+    add(acc, message(0), 0.0)
+    acc.ready(0.0, 4)
+    add(acc, message(1), 1.0)
+    assert acc.ready(1.004, 4) == []
+    assert [ids(b) for b in acc.ready(1.006, 4)] == [["ID1"]]
     assert acc.in_flight == 2
 
 
-def test_messages_wait_while_the_window_is_full_and_leave_together() -> None:
-    acc = TopicAccumulator()
-    config = BatchConfig(max_batches_in_flight=1)
-    acc.add(item(0), config)
-    assert acc.next_batch(1) is not None
-    for i in range(1, 6):
-        acc.add(item(i), config)
-        assert acc.next_batch(1) is None
-    acc.in_flight -= 1  # the first request completed
-    batch = acc.next_batch(1)
-    assert batch is not None
-    assert [o.msg_ids[0] for o, _ in batch] == [f"ID{i}" for i in range(1, 6)]
+def test_full_batches_leave_while_the_window_allows() -> None:
+    acc = TopicAccumulator(BatchConfig(max_count=2, max_batches_in_flight=2, linger_s=1.0))
+    acc.in_flight = 1
+    for i in range(6):
+        add(acc, message(i), 0.0)
+    assert [ids(b) for b in acc.ready(0.0, 2)] == [["ID0", "ID1"]]  # window of 2
+    acc.in_flight = 0
+    assert [ids(b) for b in acc.ready(0.0, 2)] == [["ID2", "ID3"], ["ID4", "ID5"]]
 
 
 def test_batches_are_cut_by_count_and_never_grow_past_the_byte_limit() -> None:
-    acc = TopicAccumulator()
-    config = BatchConfig(max_count=3, max_bytes=25, max_batches_in_flight=1)
+    acc = TopicAccumulator(BatchConfig(max_count=3, max_bytes=25, max_batches_in_flight=1))
     acc.in_flight = 1  # window full: everything accumulates
     for i in range(3):
-        acc.add(item(i, size=5), config)  # 15 bytes: cut by count
+        add(acc, message(i, size=5), 0.0)  # 15 bytes: cut by count
     for i in range(3, 6):
-        acc.add(item(i, size=10), config)  # a third would make 30 > 25: cut before it
-    acc.add(item(6, size=40), config)  # bigger than the limit on its own: alone
-    acc.add(item(7, size=5), config)
-    batches = []
+        add(acc, message(i, size=10), 0.0)  # a third would make 30 > 25: cut before it
+    add(acc, message(6, size=40), 0.0)  # bigger than the limit on its own: alone
+    add(acc, message(7, size=5), 0.0)
+    batches: list[list[str]] = []
     while True:
         acc.in_flight = 0
-        batch = acc.next_batch(1)
-        if batch is None:
+        ready = acc.ready(0.0, 1)
+        if not ready:
             break
-        batches.append([o.msg_ids[0] for o, _ in batch])
+        batches.extend(ids(b) for b in ready)
     assert batches == [["ID0", "ID1", "ID2"], ["ID3", "ID4"], ["ID5"], ["ID6"], ["ID7"]]
 
 
+def test_flush_sends_the_partial_batch_whatever_is_in_flight() -> None:
+    acc = TopicAccumulator(BatchConfig(linger_s=10.0))
+    acc.in_flight = 1
+    add(acc, message(0), 0.0)
+    assert [ids(b) for b in acc.ready(0.0, 1 << 30, flush=True)] == [["ID0"]]
+
+
 def test_join_concatenates_records_into_one_frame() -> None:
-    parts = [item(i)[0] for i in range(3)]
+    parts = [message(i) for i in range(3)]
     out = join("t", parts)
     assert out.payload == b"".join(p.payload for p in parts)
     assert out.n_msgs == 3
     assert out.msg_ids == ["ID0", "ID1", "ID2"]
+
+
+def result(i: int) -> SendResult:
+    return SendResult(SendStatus.SEND_OK, f"ID{i}", f"OFF{i}", MessageQueue("t", "b", 0), i)
+
+
+def test_futures_of_a_batch_settle_together_and_behave_as_futures() -> None:
+    cond = threading.Condition()
+    futures = [SendFuture(cond) for _ in range(50)]
+    assert not futures[0].cancel()  # a send may have left: not cancellable
+    assert futures[0].running()
+    seen: list[str] = []
+    futures[3].add_done_callback(lambda f: seen.append(f.result().msg_id))
+    got: list[SendResult] = []
+    waiters = [
+        threading.Thread(target=lambda f=f: got.append(f.result(timeout=10))) for f in futures[:10]
+    ]
+    for t in waiters:
+        t.start()
+    settle(futures, [result(i) for i in range(50)], None)
+    for t in waiters:
+        t.join(10)
+    assert sorted(r.queue_offset for r in got) == list(range(10))
+    assert seen == ["ID3"]
+    done = list(concurrent.futures.as_completed(futures, timeout=1))
+    assert len(done) == 50
+    assert [f.result().queue_offset for f in futures] == list(range(50))
+    late: list[bool] = []
+    futures[0].add_done_callback(lambda f: late.append(f.done()))  # runs at once
+    assert late == [True]
+
+
+def test_a_failed_batch_fails_every_future() -> None:
+    shared = threading.Condition()
+    futures = [SendFuture(shared) for _ in range(3)]
+    waiting = concurrent.futures.wait(futures, timeout=0)
+    assert len(waiting.not_done) == 3
+    settle(futures, None, FerryError("broker gone"))
+    for future in futures:
+        assert isinstance(future.exception(), FerryError)
+        with pytest.raises(FerryError, match="broker gone"):
+            future.result()
+
+
+def test_plain_messages_wait_unencoded_and_leave_as_the_records_send_would_make() -> None:
+    msgs = [
+        Message("TopicA", b"x" * 100),
+        Message("TopicA", b"y" * 5000, tags="TagA", keys=["k1", "k2"]),  # compressed
+        Message("TopicA", "h\u00e9llo", tags="\u00e9", keys="\u00fc"),
+    ]
+    tail = len(record.topic_tail("TopicA"))
+    plains = [plain_message(m, tail) for m in msgs]
+    assert all(p is not None for p in plains)
+    ids_ = [f"{i:032X}" for i in range(3)]
+    batch = encode_plain_batch(
+        "TopicA",
+        [p for p in plains if p is not None],
+        ids_,
+        born_timestamp=5,
+        born_host=b"12345678",
+        compress_over=4096,
+    )
+    one_by_one = b"".join(
+        encode_message(
+            m, message_properties(m, i), born_timestamp=5, born_host=b"12345678", compress_over=4096
+        )
+        for m, i in zip(msgs, ids_, strict=True)
+    )
+    assert batch == one_by_one
+    for m, p, i in zip(msgs, plains, ids_, strict=True):  # the size is exact before compression
+        encoded = encode_message(m, message_properties(m, i), born_timestamp=5, born_host=bytes(8))
+        assert p is not None and p.size == len(encoded)
+    msg = Message("TopicA", b"before")
+    snapshot = plain_message(msg, tail)
+    msg.body = b"after"  # a message changed after send_async: what was sent does not change
+    assert snapshot is not None and snapshot.body == b"before"
+    assert plain_message(Message("TopicA", b"x", properties={"a": "b"}), tail) is None
+    assert plain_message(Message("TopicA", b"x", delay_level=2), tail) is None

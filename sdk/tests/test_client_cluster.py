@@ -242,7 +242,12 @@ def test_a_live_consumer_and_producer_carry_on_after_a_broker_restart(tmp_path: 
                 process.stop()  # the broker group, whatever services it has
                 local.processes.remove(process)
             start_broker_services(
-                local, str(tmp_path / "broker-a"), namesrv_addr=local.namesrv_addr, broker_port=port
+                local,
+                str(tmp_path / "broker-a"),
+                namesrv_addr=local.namesrv_addr,
+                broker_port=port,
+                # the HA port too: derived from the broker port (+1) it may be taken by now
+                overrides={"haListenPort": local.ha_addr.rsplit(":", 1)[1]},
             )
             sent = wait_for(lambda: _try_send(producer, Message("Restarted", b"after")))
             assert sent, "the producer could not send after the restart"

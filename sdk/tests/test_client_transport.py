@@ -296,3 +296,110 @@ def test_answered_requests_leave_no_deadline_state_behind(conn: Connection) -> N
     with pytest.raises(RequestTimeoutError):
         held.result(5)
     assert len(conn._deadlines) <= 1024 + 2 * len(conn._pending)
+
+
+def direct_ready(c: Connection, deadline_s: float = 5.0) -> None:
+    """Asks until a request went the direct way (the thread's socket is connected)."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        assert expect(c.request(PingRequest(), direct=True), PongReply)
+        lease = c._lease()
+        if lease is not None and lease.direct.sock.poll(0, 2):  # POLLOUT: connected
+            return
+        time.sleep(0.01)  # wait-ok: polling within a deadline
+    raise AssertionError("the direct socket never connected")
+
+
+def test_direct_requests_answer_like_queued_ones_from_many_threads(conn: Connection) -> None:
+    direct_ready(conn)
+    reply, payload = conn.request(
+        SendMessageRequest(producer_group="g", topic="t", queue_id=3),
+        [b"hello world"],
+        traceparent="00-abc",
+        direct=True,
+    )
+    assert isinstance(reply, SendMessageReply)
+    assert [bytes(f) for f in payload] == [b"dlrow olleh"]
+    assert reply.broker_name == "00-abc"
+    with pytest.raises(TopicNotExistError):
+        conn.request(GetMaxOffsetRequest(topic="missing", queue_id=0), direct=True)
+
+    def ask(queue_id: int) -> int:
+        result = conn.request(GetMaxOffsetRequest(topic="t", queue_id=queue_id), direct=True)
+        return expect(result, OffsetReply).offset
+
+    with ThreadPoolExecutor(12) as pool:  # more threads than direct sockets: some queue
+        answers = list(pool.map(ask, range(1000)))
+    assert answers == [i * 7 for i in range(1000)]
+    assert len(conn._direct_all) <= 8
+
+
+def test_a_direct_request_times_out_and_the_next_one_ignores_its_late_reply(
+    conn: Connection, server: EchoServer
+) -> None:
+    direct_ready(conn)
+    started = time.monotonic()
+    with pytest.raises(RequestTimeoutError):
+        conn.request(GetRouteInfoRequest(topic="t"), timeout_s=0.2, direct=True)
+    assert time.monotonic() - started < 2.0
+    held = server.held[-1]
+    server.service.later(0, lambda: held.reply(PongReply(service="late")))
+    # the late reply to the timed-out request is skipped, not taken for this one
+    assert expect(conn.request(PingRequest(), direct=True), PongReply).service == "echo"
+
+
+def test_a_direct_wait_fails_at_once_when_the_peer_goes_away() -> None:
+    srv = EchoServer()
+    srv.thread.start()
+    c = Connection(srv.address)
+    try:
+        direct_ready(c)
+        errors: list[BaseException] = []
+
+        def held_request() -> None:
+            try:
+                c.request(GetRouteInfoRequest(topic="t"), timeout_s=30, direct=True)
+            except Exception as exc:  # noqa: BLE001 - the test looks at it
+                errors.append(exc)
+
+        asker = threading.Thread(target=held_request)
+        asker.start()
+        deadline = time.monotonic() + 5
+        while not srv.held and time.monotonic() < deadline:
+            time.sleep(0.01)  # wait-ok: polling within a deadline
+        assert srv.held, "the direct request never arrived"
+        started = time.monotonic()
+        srv.service.stop()
+        srv.thread.join(10)
+        asker.join(10)
+        assert time.monotonic() - started < 5  # not its 30 s timeout
+        assert len(errors) == 1 and isinstance(errors[0], ConnectionFailedError)
+    finally:
+        c.close()
+
+
+def test_close_releases_direct_sockets_and_a_thread_that_ends_returns_its_own(
+    server: EchoServer,
+) -> None:
+    c = Connection(server.address)
+    done = threading.Event()
+
+    def worker() -> None:
+        direct_ready(c)
+        done.set()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join(10)
+    assert done.is_set()
+    assert len(c._direct_all) == 1
+    deadline = time.monotonic() + 5
+    while not c._direct_free and time.monotonic() < deadline:
+        time.sleep(0.01)  # wait-ok: the ended thread's lease is collected
+    assert c._direct_free, "the ended thread's socket did not come back"
+    direct_ready(c)  # this thread reuses it
+    assert len(c._direct_all) == 1
+    c.close()
+    assert c.stopped
+    with pytest.raises(ConnectionFailedError):
+        c.request(PingRequest(), direct=True)

@@ -8,8 +8,14 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from ferry.cli.completion import (
+    complete_broker_addr,
+    complete_cluster,
+    complete_group,
+    complete_topic,
+)
 from ferry.cli.groups import CaseInsensitiveGroup
-from ferry.cli.output import fail, print_json, print_table
+from ferry.cli.output import die, print_json, print_table
 from ferry.client import Admin
 from ferry.protocol.errors import FerryError
 
@@ -24,7 +30,22 @@ Namesrv = Annotated[
     typer.Option("-n", "--namesrv", envvar="NAMESRV_ADDR", help="name server(s), host:port;..."),
 ]
 Json = Annotated[bool, typer.Option("--json", help="machine-readable output")]
-Topic = Annotated[str, typer.Option("-t", "--topic", help="topic name")]
+Topic = Annotated[
+    str, typer.Option("-t", "--topic", help="topic name", autocompletion=complete_topic)
+]
+Group = Annotated[
+    str, typer.Option("-g", "--group", help="consumer group", autocompletion=complete_group)
+]
+Cluster = Annotated[
+    str | None,
+    typer.Option("-c", "--cluster", help="every master of it", autocompletion=complete_cluster),
+]
+BrokerAddr = Annotated[
+    str | None,
+    typer.Option(
+        "-b", "--brokerAddr", help="one broker, host:port", autocompletion=complete_broker_addr
+    ),
+]
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -32,12 +53,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @contextmanager
 def admin_session(namesrv: str) -> Iterator[Admin]:
+    """A started Admin; a FerryError inside ends the command with its exit code."""
     try:
         with Admin(namesrv) as admin:
             yield admin
     except FerryError as err:
-        fail(str(err))
-        raise typer.Exit(1) from None
+        die(err)
 
 
 @app.command("updateTopic")

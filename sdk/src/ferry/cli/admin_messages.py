@@ -8,10 +8,9 @@ import time
 from typing import Annotated
 
 import typer
-from rich.progress import Progress
 
 from ferry.cli.admin import DEFAULT_NAMESRV, Json, Namesrv, Topic, admin_session, app
-from ferry.cli.output import fail, print_json, print_table
+from ferry.cli.output import die, print_json, print_table, progress
 from ferry.client import (
     Message,
     MessageExt,
@@ -73,18 +72,25 @@ def send_message(
     namesrv: Namesrv = DEFAULT_NAMESRV,
     tags: Annotated[str | None, typer.Option("-c", "--tags")] = None,
     keys: Annotated[str | None, typer.Option("-k", "--keys", help="space-separated")] = None,
+    count: Annotated[
+        int, typer.Option("--count", help="send it this many times (a progress bar on a TTY)")
+    ] = 1,
     json: Json = False,
 ) -> None:
-    """Send one message and print where it was stored."""
+    """Send a message (--count times) and print where the last one was stored."""
+    if count < 1:
+        raise typer.BadParameter("--count must be at least 1")
+    msg = Message(topic, body.encode(), tags=tags, keys=keys.split() if keys else None)
     try:
-        with Producer("TOOLS_PRODUCER", namesrv) as producer:
-            result = producer.send(
-                Message(topic, body.encode(), tags=tags, keys=keys.split() if keys else None)
-            )
+        with Producer("TOOLS_PRODUCER", namesrv) as producer, progress() as bar:
+            task = bar.add_task(f"sending to {topic}", total=count)
+            for _ in range(count):
+                result = producer.send(msg)
+                bar.advance(task)
     except FerryError as err:
-        fail(str(err))
-        raise typer.Exit(1) from None
+        die(err)
     row = {
+        "sent": count,
         "status": result.status.name,
         "msg_id": result.msg_id,
         "offset_msg_id": result.offset_msg_id,
@@ -140,8 +146,7 @@ def consume_message(
             queues = admin.queues(topic)
         msgs = _read_from(namesrv, dict.fromkeys(queues, 0), count, wait)
     except FerryError as err:
-        fail(str(err))
-        raise typer.Exit(1) from None
+        die(err)
     _show(f"{len(msgs)} messages of {topic}", msgs, json)
 
 
@@ -160,8 +165,7 @@ def print_msg_by_queue(
     try:
         msgs = _read_from(namesrv, {queue: begin}, count, 1.0)
     except FerryError as err:
-        fail(str(err))
-        raise typer.Exit(1) from None
+        die(err)
     _show(f"{queue} from offset {begin}", msgs, json)
 
 
@@ -195,7 +199,7 @@ def check_msg_send_rt(
     """Send messages one by one and report the send round-trip times."""
     times_ms: list[float] = []
     try:
-        with Producer("TOOLS_PRODUCER", namesrv) as producer, Progress(transient=True) as bar:
+        with Producer("TOOLS_PRODUCER", namesrv) as producer, progress() as bar:
             task = bar.add_task("sending", total=amount)
             body = b"x" * size
             for _ in range(amount):
@@ -204,8 +208,7 @@ def check_msg_send_rt(
                 times_ms.append((time.perf_counter() - started) * 1000)
                 bar.advance(task)
     except FerryError as err:
-        fail(str(err))
-        raise typer.Exit(1) from None
+        die(err)
     ordered = sorted(times_ms)
     stats = {
         "count": len(ordered),

@@ -38,11 +38,8 @@ def up(
         list[str] | None, typer.Option("--set", help="override one broker.conf key: KEY=VALUE")
     ] = None,
 ) -> None:
-    """Start a name server and a broker group; stop cleanly on Ctrl-C or SIGTERM."""
-    if slave:
-        fail("--slave needs the HA replicator, which is not built yet")
-        raise typer.Exit(2)
-    del console_port  # the console arrives with its own service
+    """Start a name server, a broker group and the console; stop cleanly on Ctrl-C or
+    SIGTERM."""
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: Any) -> None:
@@ -59,11 +56,17 @@ def up(
             conf_file=str(conf) if conf else None,
             overrides=parse_overrides(set_ or []),
             sink=_print_line,
+            console_port=console_port,
+            slave=slave,
         )
     except FerryError as err:
         fail(str(err))
         raise typer.Exit(1) from None
-    print(f"READY namesrv={cluster.namesrv_addr} broker={cluster.broker_addr}", flush=True)
+    print(
+        f"READY namesrv={cluster.namesrv_addr} console={cluster.console_url} "
+        f"broker={cluster.broker_addr}",
+        flush=True,
+    )
     try:
         while not stop.wait(0.5):
             dead = [sp.name for sp in cluster.processes if not sp.alive()]

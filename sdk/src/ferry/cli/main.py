@@ -8,12 +8,17 @@ import typer
 
 from ferry.cli import (
     admin,
+    admin_broker,  # noqa: F401  (registers its commands on admin.app)
+    admin_groups,  # noqa: F401  (registers its commands on admin.app)
     admin_messages,  # noqa: F401  (registers its commands on admin.app)
+    admin_scheduler,  # noqa: F401  (registers its commands on admin.app)
+    admin_topics,  # noqa: F401  (registers its commands on admin.app)
     dev,
     query,  # noqa: F401  (registers its commands on admin.app)
 )
 from ferry.cli.groups import CaseInsensitiveGroup
 from ferry.cli.serve import serve
+from ferry.runtime.telemetry import setup_telemetry, shutdown_telemetry
 
 app = typer.Typer(
     cls=CaseInsensitiveGroup,
@@ -27,11 +32,20 @@ app.command("serve")(serve)
 
 
 def main() -> None:
-    app()
+    # the CLI's own clients (admin commands, dev tools) are traced like any application's
+    setup_telemetry("ferry-cli")
+    try:
+        app()
+    finally:
+        shutdown_telemetry()
 
 
 def mqadmin() -> None:
-    admin.app(prog_name="mqadmin")
+    setup_telemetry("mqadmin")
+    try:
+        admin.app(prog_name="mqadmin")
+    finally:
+        shutdown_telemetry()
 
 
 def mqnamesrv() -> None:

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from ferry.cli.admin import DEFAULT_NAMESRV, Json, Namesrv, Topic, admin_session, app
-from ferry.cli.output import fail, print_json, print_table
+from ferry.cli.output import not_found, print_json, print_table, progress
 from ferry.client import MessageExt
 from ferry.client import queries as q
 from ferry.protocol.messages import MAX_QUERY_MS
@@ -190,8 +190,7 @@ def query_msg_by_unique_key(
     with admin_session(namesrv) as admin:
         msgs = q.query_msg_by_unique_key(admin, topic, msg_id)
     if not msgs:
-        fail(f"no message of {topic} has msg id {msg_id}")
-        raise typer.Exit(1)
+        not_found(f"no message of {topic} has msg id {msg_id}")
     if len(msgs) == 1:
         print_message(msgs[0], json)
     else:
@@ -211,8 +210,12 @@ def print_msg(
     json: Json = False,
 ) -> None:
     """Every message of a topic stored in a time range, queue by queue."""
-    with admin_session(namesrv) as admin:
-        msgs = list(q.print_msg(admin, topic, parse_time(begin, 0), parse_time(end, MAX_QUERY_MS)))
+    msgs: list[MessageExt] = []
+    with admin_session(namesrv) as admin, progress() as bar:
+        task = bar.add_task(f"reading {topic}", total=None)
+        for msg in q.print_msg(admin, topic, parse_time(begin, 0), parse_time(end, MAX_QUERY_MS)):
+            msgs.append(msg)
+            bar.advance(task)
     if json or not print_body:
         print_messages(f"{len(msgs)} messages of {topic}", msgs, json)
         return

@@ -16,8 +16,6 @@ from ferry.protocol.errors import FerryError
 from ferry.runtime.config import BrokerConfig, load_config, parse_overrides
 from ferry.runtime.launcher import MODULES, LocalCluster, start_broker_services
 
-NOT_YET = ("ha-replicator", "scheduler")
-
 
 def serve(
     service: Annotated[
@@ -32,9 +30,6 @@ def serve(
 ) -> None:
     """Run a service in the foreground (`broker` runs the broker group's services together)."""
     overrides = set_ or []
-    if service in NOT_YET:
-        fail(f"the {service} service is not built yet")
-        raise typer.Exit(2)
     if service == "broker":
         _serve_broker(conf, overrides)
         return

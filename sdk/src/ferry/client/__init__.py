@@ -22,6 +22,13 @@ from ferry.client.message import (
 from ferry.client.producer import Producer
 from ferry.client.pull_consumer import PullConsumer
 from ferry.client.push_consumer import PushConsumer
+from ferry.client.queries import PullResult
+from ferry.client.transaction import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.errors import (
     BrokerNotExistError,
@@ -49,6 +56,7 @@ __all__ = [
     "ConsumeResult",
     "FerryError",
     "InvalidParameterError",
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageIllegalError",
@@ -57,6 +65,7 @@ __all__ = [
     "NoPermissionError",
     "Producer",
     "PullConsumer",
+    "PullResult",
     "PullStatus",
     "PushConsumer",
     "QueryNotFoundError",
@@ -68,4 +77,7 @@ __all__ = [
     "SystemBusyError",
     "TopicExistAlreadyError",
     "TopicNotExistError",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
 ]

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import TypeVar
 
-from ferry.client import queries
+from ferry.client import admin_ops, queries
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.message import MessageExt, MessageQueue
 from ferry.client.route import parse_namesrv
@@ -14,14 +14,18 @@ from ferry.client.transport import expect, wait
 from ferry.protocol.codes import Perm
 from ferry.protocol.errors import (
     BrokerNotExistError,
+    FerryError,
     InvalidParameterError,
     QueryNotFoundError,
 )
 from ferry.protocol.messages import (
     MAX_QUERY_MS,
     AnyRequest,
+    BrokerConfigReply,
     BrokerRuntimeInfoReply,
+    BrokerStatsReply,
     ClusterInfoReply,
+    ConsumerConnectionReply,
     ConsumerListReply,
     GetAllTopicConfigRequest,
     GetAllTopicListRequest,
@@ -33,18 +37,25 @@ from ferry.protocol.messages import (
     GetRouteInfoRequest,
     GetTopicStatsRequest,
     GroupListReply,
+    OffsetEntry,
     OffsetReply,
     OkReply,
+    ProducerConnectionReply,
     QueryConsumerOffsetRequest,
     QueryTopicConsumeByWhoRequest,
+    QueuesCleanedReply,
     QueueStat,
     Reply,
     RouteInfoReply,
+    SchedulerStatusReply,
+    SchedulerStatusRequest,
+    SubscriptionGroupConfig,
     TopicConfig,
     TopicConfigListReply,
     TopicListReply,
     TopicRouteData,
     TopicStatsReply,
+    UpdateConsumerOffsetRequest,
     UpdateTopicRequest,
 )
 from ferry.protocol.names import check_group, check_topic
@@ -86,22 +97,27 @@ class Admin:
         return self._instance
 
     def _broker(self, addr: str, body: AnyRequest, cls: type[R]) -> R:
-        inst = self._started()
-        return expect(inst.connection(addr).request(body, timeout_s=inst.api_timeout_s), cls)
+        """A broker's reply; its errors name the broker."""
+        return admin_ops.broker_request(self, addr, body, cls)
+
+    def _namesrv(self, body: AnyRequest, cls: type[R]) -> R:
+        """Any name server's reply; its errors name the name servers asked."""
+        try:
+            return self._started().routes.namesrv_request(body, cls)
+        except FerryError as err:
+            raise admin_ops.at(err, f"name server {self.namesrv}") from None
 
     # ---- name server ----
 
     def topic_list(self) -> list[str]:
-        reply = self._started().routes.namesrv_request(GetAllTopicListRequest(), TopicListReply)
-        return list(reply.topics)
+        return list(self._namesrv(GetAllTopicListRequest(), TopicListReply).topics)
 
     def topic_route(self, topic: str) -> TopicRouteData:
         """TopicNotExistError when no broker serves the topic."""
-        routes = self._started().routes
-        return routes.namesrv_request(GetRouteInfoRequest(topic=topic), RouteInfoReply).route
+        return self._namesrv(GetRouteInfoRequest(topic=topic), RouteInfoReply).route
 
     def cluster_info(self) -> ClusterInfoReply:
-        return self._started().routes.namesrv_request(GetClusterInfoRequest(), ClusterInfoReply)
+        return self._namesrv(GetClusterInfoRequest(), ClusterInfoReply)
 
     def master_addrs(self, cluster: str | None = None) -> dict[str, str]:
         """broker name -> master address, of one cluster or of all."""
@@ -155,6 +171,10 @@ class Admin:
         inst.routes.invalidate(topic)
         return addrs
 
+    def scheduler_status(self, broker_addr: str) -> SchedulerStatusReply:
+        """The broker's scheduler: each delay level's progress, the timers pending."""
+        return self._broker(broker_addr, SchedulerStatusRequest(), SchedulerStatusReply)
+
     def topic_configs(self, broker_addr: str) -> list[TopicConfig]:
         reply = self._broker(broker_addr, GetAllTopicConfigRequest(), TopicConfigListReply)
         return list(reply.topics)
@@ -202,6 +222,26 @@ class Admin:
             return self._offset(queue, body)
         except QueryNotFoundError:
             return None
+
+    def update_consumer_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
+        """Sets the group's committed offset of `queue` on its broker."""
+        check_group(group)
+        entry = OffsetEntry(queue.topic, queue.queue_id, offset)
+        body = UpdateConsumerOffsetRequest(consumer_group=group, entries=[entry])
+        self._broker(self._queue_addr(queue), body, OkReply)
+
+    def reset_offset_by_time(
+        self,
+        group: str,
+        topic: str,
+        timestamp_ms: int,
+        progress: admin_ops.Progress | None = None,
+    ) -> dict[MessageQueue, int]:
+        """Moves the group's committed offset of every queue of `topic` to the first message
+        stored at or after timestamp_ms (mqadmin resetOffsetByTime); returns the new offsets.
+        The brokers tell the group's live members, which go on from the new offsets.
+        progress(done, total) is called as the queues' offsets are found."""
+        return admin_ops.reset_offset_by_time(self, group, topic, timestamp_ms, progress)
 
     # ---- consumer groups ----
 
@@ -258,6 +298,19 @@ class Admin:
     def query_msg_by_offset(self, queue: MessageQueue, offset: int) -> MessageExt:
         return queries.query_msg_by_offset(self, queue, offset)
 
+    def pull(
+        self,
+        queue: MessageQueue,
+        offset: int,
+        max_msgs: int = 32,
+        *,
+        group: str = queries.TOOLS_CONSUMER_GROUP,
+    ) -> queries.PullResult:
+        """Up to max_msgs messages of `queue` from `offset` on, as `group`, with no consumer, no
+        offset commit and no waiting: for readers that keep their own offsets (Spark)."""
+        check_group(group)
+        return queries.pull(self, queue, offset, max_msgs, group)
+
     def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
         """The first offset of `queue` stored at or after timestamp_ms."""
         return queries.search_offset(self, queue, timestamp_ms)
@@ -267,3 +320,78 @@ class Admin:
     ) -> Iterator[MessageExt]:
         """Every message of `topic` stored within [begin_ms, end_ms] (mqadmin printMsg)."""
         return queries.print_msg(self, topic, begin_ms, end_ms)
+
+    # ---- more of mqadmin (ferry.client.admin_ops) ----
+
+    def delete_topic(self, topic: str, cluster: str | None = None) -> dict[str, QueuesCleanedReply]:
+        """Deletes a topic from its brokers (config, offsets, ConsumeQueues; the CommitLog
+        keeps its records until retention) and from every name server."""
+        return admin_ops.delete_topic(self, topic, cluster)
+
+    def update_topic_perm(
+        self, topic: str, perm: int, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> list[str]:
+        return admin_ops.update_topic_perm(
+            self, topic, perm, cluster=cluster, broker_addr=broker_addr
+        )
+
+    def sub_groups(self, broker_addr: str) -> list[SubscriptionGroupConfig]:
+        return admin_ops.sub_groups(self, broker_addr)
+
+    def update_sub_group(
+        self,
+        config: SubscriptionGroupConfig,
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        return admin_ops.update_sub_group(self, config, cluster=cluster, broker_addr=broker_addr)
+
+    def delete_sub_group(
+        self,
+        group: str,
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+        clean_offset: bool = False,
+    ) -> list[str]:
+        return admin_ops.delete_sub_group(
+            self, group, cluster=cluster, broker_addr=broker_addr, clean_offset=clean_offset
+        )
+
+    def broker_config(self, broker_addr: str) -> BrokerConfigReply:
+        return admin_ops.broker_config(self, broker_addr)
+
+    def update_broker_config(
+        self,
+        properties: dict[str, str],
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """Changes keys live and keeps them over restarts; refuses keys needing a restart."""
+        return admin_ops.update_broker_config(
+            self, properties, cluster=cluster, broker_addr=broker_addr
+        )
+
+    def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
+        return admin_ops.set_write_perm(self, broker_name, writable=False)
+
+    def add_write_perm(self, broker_name: str) -> dict[str, int]:
+        return admin_ops.set_write_perm(self, broker_name, writable=True)
+
+    def consumer_connections(self, group: str) -> dict[str, ConsumerConnectionReply]:
+        return admin_ops.consumer_connections(self, group)
+
+    def producer_connections(
+        self, group: str, topic: str | None = None
+    ) -> dict[str, ProducerConnectionReply]:
+        return admin_ops.producer_connections(self, group, topic)
+
+    def broker_stats(self, broker_addr: str) -> BrokerStatsReply:
+        return admin_ops.broker_stats(self, broker_addr)
+
+    def clean_expired_cq(
+        self, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> dict[str, QueuesCleanedReply]:
+        return admin_ops.clean_expired_cq(self, cluster=cluster, broker_addr=broker_addr)

@@ -12,9 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from opentelemetry import trace
+
 from ferry.client.consume_state import PulledBatch, QueueState
 from ferry.client.instance import ClientInstance
-from ferry.client.message import ConsumeResult, MessageExt, MessageModel, decode_message
+from ferry.client.message import ConsumeResult, MessageExt, MessageModel, decode_records
 from ferry.client.process_queue import ProcessQueue
 from ferry.protocol import record
 from ferry.protocol.errors import BrokerNotExistError, FerryError
@@ -121,13 +123,12 @@ class ConsumeService:
         tags = state.tags
         out: list[MessageExt] = []
         for frame in batch.frames:
+            decoded: list[MessageExt] = []
             try:
-                for rec in record.iter_records(frame):
-                    msg = decode_message(rec, broker)
-                    if tags is None or msg.tags in tags:
-                        out.append(restore_retry_topic(msg))
+                decode_records(frame, broker, tags, decoded)
             except ValueError as err:  # RecordError: bytes we cannot read; skipped, logged
                 log.error("%s: undecodable records skipped: %s", state.queue, err)
+            out.extend([restore_retry_topic(msg) for msg in decoded])
         return out
 
     def dispatch(self, state: QueueState, msgs: list[MessageExt]) -> None:
@@ -190,7 +191,11 @@ class ConsumeService:
         tracing = self.inst.tracing
         span = tracing.start_process(self.config.group, msgs, self.config.model.value)
         try:
-            result: object = self.listener(msgs)
+            if span is None:
+                result: object = self.listener(msgs)
+            else:  # the listener's own spans are children of `process`
+                with trace.use_span(span, end_on_exit=False):
+                    result = self.listener(msgs)
         except Exception as exc:
             log.exception("listener of %s failed on %d message(s)", self.config.group, len(msgs))
             tracing.end(span, exc)
@@ -200,7 +205,7 @@ class ConsumeService:
             result = failure
         if span is not None:
             span.set_attribute("messaging.rocketmq.consume_result", result.value)
-        tracing.end(span)
+        tracing.end(span, error_type="" if result is ConsumeResult.SUCCESS else result.value)
         return result
 
     @staticmethod

@@ -12,9 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ferry.client.message import MessageExt, MessageQueue, decode_message
+from ferry.client.message import MessageExt, MessageQueue, decode_records
 from ferry.client.process_queue import ProcessQueue
-from ferry.protocol import record
 from ferry.protocol.messages import OffsetEntry
 
 log = logging.getLogger("ferry.client.consumer")
@@ -171,14 +170,9 @@ def decode_batch(batch: PulledBatch) -> list[MessageExt]:
     """The batch's messages that match the queue's tags (the broker filters by tag hash only,
     so an exact check is made here)."""
     state = batch.state
-    broker = state.queue.broker_name
-    tags = state.tags
     out: list[MessageExt] = []
     for frame in batch.frames:
-        for rec in record.iter_records(frame):
-            msg = decode_message(rec, broker)
-            if tags is None or msg.tags in tags:
-                out.append(msg)
+        decode_records(frame, state.queue.broker_name, state.tags, out)
     return out
 
 

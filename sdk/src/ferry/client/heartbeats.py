@@ -7,12 +7,16 @@ import logging
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
+import msgspec
+
 from ferry.client.instance import ClientInstance
 from ferry.client.transport import Result, wait
 from ferry.protocol.errors import FerryError
 from ferry.protocol.messages import HeartbeatRequest, UnregisterClientRequest
 
 log = logging.getLogger("ferry.client.heartbeats")
+
+LANGUAGE = "PYTHON"  # what consumerConnection / producerConnection show, as RocketMQ's JAVA
 
 
 def log_failure(what: str) -> Callable[[Future[Result]], None]:
@@ -27,17 +31,24 @@ def log_failure(what: str) -> Callable[[Future[Result]], None]:
 
 
 def send_heartbeat(inst: ClientInstance, addr: str, body: HeartbeatRequest) -> None:
+    if not body.language:
+        body = msgspec.structs.replace(
+            body, client_addr=inst.ip, language=LANGUAGE, version=inst.sdk_version
+        )
     future = inst.connection(addr).submit(body, timeout_s=inst.api_timeout_s)
     future.add_done_callback(log_failure(f"heartbeat to {addr}"))
 
 
 def masters_serving(inst: ClientInstance, topics: Iterable[str]) -> set[str]:
-    """Master addresses of every broker with a cached route for one of `topics`."""
+    """Addresses of every broker (masters and slaves, as RocketMQ's heartbeats) with a cached
+    route for one of `topics`: a slave that serves while its master is gone knows the group."""
     addrs: set[str] = set()
     for topic in topics:
         route = inst.routes.cached(topic)
         if route is not None:
             addrs.update(route.master_addrs.values())
+            for members in route.broker_addrs.values():
+                addrs.update(members.values())
     return addrs
 
 

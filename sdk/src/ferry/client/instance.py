@@ -10,6 +10,7 @@ import logging
 import os
 import random
 from collections.abc import Callable
+from importlib import metadata
 
 from opentelemetry import trace
 
@@ -27,6 +28,13 @@ log = logging.getLogger("ferry.client")
 DEFAULT_API_TIMEOUT_S = 3.0  # mqClientApiTimeout
 
 
+def sdk_version() -> str:
+    try:
+        return metadata.version("ferry")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
 class ClientInstance:
     def __init__(
         self,
@@ -39,6 +47,7 @@ class ClientInstance:
         addrs = parse_namesrv(namesrv)
         self.api_timeout_s = api_timeout_s
         self.ip = local_ip(addrs[0])
+        self.sdk_version = sdk_version()
         self.client_id = f"{self.ip}@{os.getpid()}@{role}-{random.getrandbits(32):08x}"
         self.born_host = record.pack_host(f"{self.ip}:0")
         self.msg_ids = MessageIdGenerator(self.ip)

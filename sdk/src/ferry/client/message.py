@@ -7,7 +7,7 @@ import functools
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ferry.protocol import record
 from ferry.protocol.codes import SendStatus
@@ -279,6 +279,133 @@ def encode_message(
         raise MessageIllegalError(str(exc)) from None
 
 
+_UNIQ_PREFIX = f"{record.PROPERTY_UNIQ_KEY}{record.PROP_SEP}"
+_TAGS_PREFIX = f"{record.PROPERTY_TAGS}{record.PROP_SEP}"
+_KEYS_PREFIX = f"{record.PROPERTY_KEYS}{record.PROP_SEP}"
+
+
+def encode_plain_message(
+    msg: Message, msg_id: str, *, born_timestamp: int, born_host: bytes, compress_over: int = -1
+) -> bytes:
+    """encode_message for a message without properties of its own, delay or timer (the
+    common send): the same bytes, without building the properties dict first."""
+    text = f"{_UNIQ_PREFIX}{msg_id}{record.PROP_END}"
+    if msg.keys:
+        joined = " ".join(msg.keys)
+        _check(joined, "keys")
+        text = f"{_KEYS_PREFIX}{joined}{record.PROP_END}{text}"
+    if msg.tags:
+        _check(msg.tags, "tags")
+        text = f"{_TAGS_PREFIX}{msg.tags}{record.PROP_END}{text}"
+    body, sysflag = compressed_body(msg.body, compress_over)
+    try:
+        return record.encode_plain(
+            record.topic_tail(msg.topic),
+            body,
+            text.encode(),
+            sysflag,
+            born_timestamp,
+            born_host,
+        )
+    except record.RecordError as exc:
+        raise MessageIllegalError(str(exc)) from None
+
+
+class PlainMessage(NamedTuple):
+    """What send_async keeps of a message without properties of its own, delay or timer
+    until its batch is encoded: immutable, so a Message changed after the call cannot alter
+    what is sent."""
+
+    body: bytes
+    tags: str  # "" when none
+    keys: str  # the keys joined by spaces, "" when none
+    size: int  # the record's size once encoded (compression can only shrink it)
+
+
+# UNIQ_KEY's property bytes besides the 32-digit id, and a record's fixed size besides the
+# topic (FIXED_SIZE counts the topic's length byte, which topic_tail() holds)
+_UNIQ_SIZE = len(_UNIQ_PREFIX) + 1 + 32
+_BASE_SIZE = record.FIXED_SIZE - 1 + _UNIQ_SIZE
+MAX_PLAIN_TEXT = 60_000  # tags + keys over this go the general way (which checks 65,535)
+
+
+def plain_message(msg: Message, tail_len: int) -> PlainMessage | None:
+    """A snapshot of `msg` for encode_plain_batch, its tags and keys checked; None when the
+    message needs the general path (properties of its own, delay, timer, huge tags/keys)."""
+    if msg.properties or msg.delay_level > 0 or msg.deliver_at_ms is not None:
+        return None
+    size = _BASE_SIZE + tail_len + len(msg.body)
+    tags = msg.tags or ""
+    keys = ""
+    if tags:
+        _check(tags, "tags")
+        size += len(_TAGS_PREFIX) + 1 + len(tags.encode())
+    if msg.keys:
+        keys = " ".join(msg.keys)
+        _check(keys, "keys")
+        size += len(_KEYS_PREFIX) + 1 + len(keys.encode())
+    if len(tags) + len(keys) > MAX_PLAIN_TEXT:
+        return None
+    return PlainMessage(msg.body, tags, keys, size)
+
+
+def encode_plain_batch(
+    topic: str,
+    msgs: Sequence[PlainMessage],
+    ids: Sequence[str],
+    *,
+    born_timestamp: int,
+    born_host: bytes,
+    compress_over: int = -1,
+) -> bytes:
+    """The records of plain messages of one topic, concatenated: the same bytes as
+    encode_message of each (with its id as UNIQ_KEY), in one loop and one join."""
+    tail = record.topic_tail(topic)
+    fixed = record.FIXED_SIZE - 1 + len(tail)
+    pack = record.HEAD.pack
+    magic = record.MAGIC
+    empty = bytes(8)
+    parts: list[bytes] = []
+    add = parts.append
+    for msg, msg_id in zip(msgs, ids, strict=True):
+        text = f"{_UNIQ_PREFIX}{msg_id}{record.PROP_END}"
+        if msg.keys:
+            text = f"{_KEYS_PREFIX}{msg.keys}{record.PROP_END}{text}"
+        if msg.tags:
+            text = f"{_TAGS_PREFIX}{msg.tags}{record.PROP_END}{text}"
+        props = text.encode()
+        body = msg.body
+        sysflag = 0
+        if 0 <= compress_over < len(body):
+            body, sysflag = compressed_body(body, compress_over)
+        n_body = len(body)
+        n_props = len(props)
+        add(
+            pack(
+                fixed + n_body + n_props,
+                magic,
+                0,
+                0,
+                0,
+                0,
+                0,
+                sysflag,
+                born_timestamp,
+                born_host,
+                0,
+                empty,
+                0,
+                0,
+                n_body,
+            )
+        )
+        add(body)
+        add(tail)
+        add(n_props.to_bytes(2, "big"))
+        add(props)
+    return b"".join(parts)
+
+
 def _int_property(props: Mapping[str, str], key: str) -> int | None:
     raw = props.get(key)
     if raw is None:
@@ -293,6 +420,117 @@ def _int_property(props: Mapping[str, str], key: str) -> int | None:
 def host_hex(store_host: str) -> str:
     """The first 16 hex digits of an offset message id (record.offset_msg_id), cached."""
     return record.pack_host(store_host).hex().upper()
+
+
+_HEAD_UNPACK = record.HEAD.unpack_from
+_PREFIX_UNPACK = record.PREFIX.unpack_from
+
+
+def decode_records(
+    buf: Any, broker_name: str, tags: frozenset[str] | None, out: list[MessageExt]
+) -> None:
+    """Appends the messages of consecutive records in `buf` (a pulled frame) whose TAGS are
+    in `tags` (None: all), as decode_message(iter_records(...)) would make them; records of
+    other tags are skipped before their body is copied. Raises record.RecordError at the
+    first bad record, the ones before it appended.
+
+    The hot path of consumption: one struct unpack per record, no intermediate Record, and
+    queues, hosts and offset-id prefixes looked up once per frame."""
+    if type(buf) is not bytes:
+        buf = bytes(buf)  # one copy: slices of bytes are cheaper than of a memoryview
+    stop = len(buf)
+    pos = 0
+    queues: dict[tuple[str, int], MessageQueue] = {}
+    hosts: dict[bytes, tuple[str, str]] = {}  # raw store host -> (text, offset id prefix)
+    new = MessageExt.__new__
+    while pos < stop:
+        if stop - pos < record.OFF_BODY:
+            size, magic = _PREFIX_UNPACK(buf, pos)
+            if magic == record.BLANK_MAGIC and size > 0:
+                pos += size
+                continue
+            raise record.RecordError(f"bad record at {pos}")
+        (
+            size,
+            magic,
+            _,
+            queue_id,
+            flag,
+            queue_offset,
+            phys_offset,
+            sysflag,
+            born_ts,
+            born_host,
+            store_ts,
+            store_host,
+            reconsume,
+            _,
+            body_len,
+        ) = _HEAD_UNPACK(buf, pos)
+        if magic != record.MAGIC:
+            if magic == record.BLANK_MAGIC and size > 0:
+                pos += size
+                continue
+            raise record.RecordError(f"bad record at {pos}")
+        end = pos + size
+        if size < record.FIXED_SIZE or end > stop:
+            raise record.RecordError(f"bad record at {pos}")
+        at = pos + record.OFF_BODY + body_len
+        topic_len = buf[at]
+        props = record.decode_properties(buf[at + 3 + topic_len : end])
+        tag = props.get(record.PROPERTY_TAGS) or None
+        if tags is not None and tag not in tags:
+            pos = end
+            continue
+        topic = record.topic_of(buf[at + 1 : at + 1 + topic_len])
+        body = buf[pos + record.OFF_BODY : at]
+        if sysflag & record.SYSFLAG_COMPRESSED:
+            try:
+                body = zlib.decompress(body)
+            except zlib.error as exc:
+                raise record.RecordError(
+                    f"compressed body at CommitLog offset {phys_offset} is corrupt: {exc}"
+                ) from None
+        host = hosts.get(store_host)
+        if host is None:
+            text = record.unpack_host(store_host)
+            host = hosts[store_host] = (text, host_hex(text))
+        queue = queues.get((topic, queue_id))
+        if queue is None:
+            queue = queues[(topic, queue_id)] = MessageQueue(topic, broker_name, queue_id)
+        offset_id = f"{host[1]}{phys_offset:016X}"
+        keys = props.get(record.PROPERTY_KEYS)
+        msg = new(MessageExt)
+        msg.topic = topic
+        msg.body = body
+        msg.tags = tag
+        msg.keys = keys.split() if keys else []
+        msg.properties = props
+        msg.delay_level = (
+            _int_property(props, record.PROPERTY_DELAY) or 0
+            if record.PROPERTY_DELAY in props
+            else 0
+        )
+        msg.deliver_at_ms = (
+            _int_property(props, record.PROPERTY_TIMER_DELIVER_MS)
+            if record.PROPERTY_TIMER_DELIVER_MS in props
+            else None
+        )
+        msg.msg_id = props.get(record.PROPERTY_UNIQ_KEY) or offset_id
+        msg.offset_msg_id = offset_id
+        msg.queue = queue
+        msg.queue_offset = queue_offset
+        msg.commitlog_offset = phys_offset
+        msg.born_timestamp = born_ts
+        msg.store_timestamp = store_ts
+        msg.born_host = record.unpack_host(born_host)
+        msg.store_host = host[0]
+        msg.reconsume_times = reconsume
+        msg.broker_name = broker_name
+        msg.flag = flag
+        msg.sysflag = sysflag
+        out.append(msg)
+        pos = end
 
 
 def decode_message(rec: record.Record, broker_name: str) -> MessageExt:

@@ -43,16 +43,30 @@ class MessageIdGenerator:
         self._counter = itertools.count(random.getrandbits(16))
         self._lock = threading.Lock()
         self._month_start, self._next_month = month_start_ms(int(time.time() * 1000))
+        # (ms, the id's first 28 digits for that ms): ids of one millisecond share them
+        self._head = (-1, "")
 
     def next_id(self) -> str:
-        now_ms = int(time.time() * 1000)
-        if now_ms >= self._next_month:
-            with self._lock:
-                if now_ms >= self._next_month:
-                    self._month_start, self._next_month = month_start_ms(now_ms)
-        delta = max(0, now_ms - self._month_start) & 0xFFFFFFFF
         count = next(self._counter) & 0xFFFF  # next() on a count is atomic in CPython
-        return f"{self.prefix}{delta:08X}{count:04X}"
+        return f"{self._head_now()}{count:04X}"
+
+    def next_ids(self, n: int) -> list[str]:
+        """n ids at once (a batch being encoded)."""
+        head = self._head_now()
+        counter = self._counter
+        return [f"{head}{next(counter) & 0xFFFF:04X}" for _ in range(n)]
+
+    def _head_now(self) -> str:
+        now_ms = int(time.time() * 1000)
+        head = self._head  # one tuple: read and written whole, so threads never mix halves
+        if head[0] != now_ms:
+            if now_ms >= self._next_month:
+                with self._lock:
+                    if now_ms >= self._next_month:
+                        self._month_start, self._next_month = month_start_ms(now_ms)
+            delta = max(0, now_ms - self._month_start) & 0xFFFFFFFF
+            head = self._head = (now_ms, f"{self.prefix}{delta:08X}")
+        return head[1]
 
 
 def local_ip(towards: str = "") -> str:

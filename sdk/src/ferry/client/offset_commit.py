@@ -39,7 +39,7 @@ class OffsetCommitter:
         failed: Entries = []
         sent: list[tuple[Future[Result], Entries]] = []
         for broker, entries in by_broker.items():
-            addr = inst.routes.addr_of(broker)
+            addr = inst.routes.addr_of(broker, read=True)  # a slave while the master is gone
             if addr is None:
                 errors.append(BrokerNotExistError(f"no master address for broker {broker}"))
                 failed.extend(entries)
@@ -62,7 +62,7 @@ class OffsetCommitter:
         if self.local is not None:
             self.local.update(q, offset)
             return
-        addr = self._inst.routes.addr_of(q.broker_name)
+        addr = self._inst.routes.addr_of(q.broker_name, read=True)
         if addr is None:
             return  # the regular commit sends it
         body = UpdateConsumerOffsetRequest(self._group, [OffsetEntry(q.topic, q.queue_id, offset)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 from opentelemetry import trace
@@ -23,6 +24,9 @@ class Outgoing(NamedTuple):
     tracestate: str
     span: trace.Span | None
     batchable: bool  # may join other messages in an automatic batch (not delayed)
+    transactional: bool = False  # a transaction's half message (sent alone, never batched)
+    delay_level: int = 0  # a delayed message (sent alone): the broker holds it until due
+    deliver_at_ms: int = 0  # a timer message (sent alone): absolute delivery time
 
 
 def join(topic: str, parts: list[Outgoing]) -> Outgoing:
@@ -31,8 +35,8 @@ def join(topic: str, parts: list[Outgoing]) -> Outgoing:
     return Outgoing(
         topic,
         [msg_id for part in parts for msg_id in part.msg_ids],
-        b"".join(part.payload for part in parts),
-        sum(part.n_msgs for part in parts),
+        b"".join([part.payload for part in parts]),
+        sum([part.n_msgs for part in parts]),
         first.traceparent,
         first.tracestate,
         None,
@@ -50,6 +54,9 @@ def send_request(
         count=out.n_msgs,
         default_topic=target.default_topic,
         default_topic_queue_nums=default_topic_queue_nums,
+        transactional=out.transactional,
+        delay_level=out.delay_level,
+        deliver_at_ms=out.deliver_at_ms,
     )
 
 
@@ -89,8 +96,37 @@ def each_result(out: Outgoing, target: Target, reply: SendMessageReply) -> list[
     """One result per message of the request, in order."""
     status = checked(reply, out.n_msgs)
     queue = reply_queue(out, target, reply)
-    first = reply.queue_offset
-    return [
-        SendResult(status, msg_id, offset_id, queue, first + i)
-        for i, (msg_id, offset_id) in enumerate(zip(out.msg_ids, offset_ids(reply), strict=True))
-    ]
+    offset = reply.queue_offset
+    host = host_hex(reply.store_host)
+    if len(out.msg_ids) == 1:
+        return [
+            SendResult(status, out.msg_ids[0], f"{host}{reply.phys_offsets[0]:016X}", queue, offset)
+        ]
+    # A batch's results, one per message: filled through the slots, since a frozen dataclass's
+    # __init__ goes through object.__setattr__ field by field (twice the cost).
+    new = SendResult.__new__
+    set_status, set_id, set_offset_id, set_queue, set_queue_offset = _RESULT_SLOTS
+    results: list[SendResult] = []
+    for msg_id, phys in zip(out.msg_ids, reply.phys_offsets, strict=True):
+        result = new(SendResult)
+        set_status(result, status)
+        set_id(result, msg_id)
+        set_offset_id(result, f"{host}{phys:016X}")
+        set_queue(result, queue)
+        set_queue_offset(result, offset)
+        results.append(result)
+        offset += 1
+    return results
+
+
+_RESULT_SLOTS = tuple(
+    SendResult.__dict__[name].__set__
+    for name in ("status", "msg_id", "offset_msg_id", "queue", "queue_offset")
+)
+assert {f.name for f in dataclasses.fields(SendResult)} == {
+    "status",
+    "msg_id",
+    "offset_msg_id",
+    "queue",
+    "queue_offset",
+}

@@ -26,7 +26,14 @@ from ferry.client.latency_fault import (
     FaultConfig,
     LatencyFaultTolerance,
 )
-from ferry.client.message import Message, SendResult, encode_message, message_properties
+from ferry.client.message import (
+    Message,
+    SendResult,
+    encode_message,
+    encode_plain_message,
+    message_properties,
+    plain_message,
+)
 from ferry.client.outgoing import Outgoing, joined_result, send_request
 from ferry.client.publish import Publisher, Target
 from ferry.client.route import parse_namesrv
@@ -39,8 +46,27 @@ from ferry.protocol.errors import (
 )
 from ferry.protocol.messages import HeartbeatRequest, SendMessageReply, UnregisterClientRequest
 from ferry.protocol.names import check_group, check_topic
+from ferry.protocol.record import PROPERTY_UNIQ_KEY as UNIQ_KEY
+from ferry.protocol.record import topic_tail
 
 log = logging.getLogger("ferry.client.producer")
+
+# RocketMQ 5's relative timer properties (the absolute one is Message.deliver_at_ms)
+PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
+PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+
+
+def relative_delay_ms(props: dict[str, str]) -> int:
+    """TIMER_DELAY_MS, or TIMER_DELAY_SEC x 1000, from a message's properties; 0 if neither."""
+    for key, scale in ((PROPERTY_TIMER_DELAY_MS, 1), (PROPERTY_TIMER_DELAY_SEC, 1000)):
+        value = props.get(key)
+        if value is not None:
+            text = str(value)
+            if not text.isdigit():
+                raise InvalidParameterError(f"{key} must be a whole number, not {text!r}")
+            return int(text) * scale
+    return 0
+
 
 MiB = 1024 * 1024
 COMPRESS_OVER = 4096  # compressMsgBodyOverHowmuch
@@ -64,13 +90,17 @@ class Producer:
         batch_max_count: int = 128,
         batch_max_bytes: int = 256 * 1024,
         max_batches_in_flight: int = 4,
+        batch_linger_ms: float = 5,
         compress_over: int = COMPRESS_OVER,
         send_latency_fault_enable: bool = False,
         latency_max_ms: tuple[int, ...] = LATENCY_MAX_MS,
         not_available_duration_ms: tuple[int, ...] = NOT_AVAILABLE_MS,
         tracer_provider: trace.TracerProvider | None = None,
     ) -> None:
-        """compress_over: bodies longer than this many bytes are compressed (-1: never).
+        """auto_batch: send_async messages of a topic travel in batches of up to
+        batch_max_count messages / batch_max_bytes, max_batches_in_flight requests per topic at
+        a time; a partial batch waits at most batch_linger_ms while requests are in flight.
+        compress_over: bodies longer than this many bytes are compressed (-1: never).
         send_latency_fault_enable: avoid brokers that were slow or failed, for the time
         not_available_duration_ms[i] of the largest latency_max_ms[i] their latency reached
         (a failure counts as 10 s)."""
@@ -82,6 +112,8 @@ class Producer:
             raise InvalidParameterError(
                 "batch_max_count, batch_max_bytes, max_batches_in_flight must be positive"
             )
+        if batch_linger_ms < 0:
+            raise InvalidParameterError("batch_linger_ms must be >= 0")
         self.group = group
         self.namesrv = namesrv
         self.send_timeout_s = send_timeout_ms / 1000
@@ -102,6 +134,7 @@ class Producer:
             batch_max_count,
             min(batch_max_bytes, max_message_size),
             max_batches_in_flight,
+            batch_linger_ms / 1000,
         )
         self._instance: ClientInstance | None = None
         self._publisher: Publisher | None = None
@@ -123,6 +156,7 @@ class Producer:
             timeout_s=self.send_timeout_s,
             default_topic_queue_nums=self.default_topic_queue_nums,
             batching=self._batching,
+            compress_over=self.compress_over,
         )
         self._instance = inst
         inst.ticker.every(self._poll_namesrv_s, inst.routes.refresh_all)
@@ -171,7 +205,7 @@ class Producer:
 
     def send(self, msg: Message) -> SendResult:
         """Sends and waits for the broker; raises the typed error after the last retry."""
-        out = self._prepare([msg])
+        out = self._prepare_one(msg)
         return self._send_sync(out, self.send_timeout_s)
 
     def send_batch(self, msgs: Iterable[Message]) -> SendResult:
@@ -200,9 +234,23 @@ class Producer:
         in flight (auto_batch; see async_sender). The Future's callbacks run on an I/O thread:
         keep them short and never wait there for another send.
         """
-        out = self._prepare([msg])
-        assert self._async is not None
-        return self._async.submit(out)
+        sender = self._async
+        if sender is None:
+            raise not_started(f"producer {self.group}")
+        inst = self._started()
+        if sender.batching and not inst.tracing.enabled:
+            topic = msg.topic
+            if topic not in self._checked_topics:
+                check_topic(topic)
+                self._checked_topics.add(topic)
+            if len(msg.body) > self.max_message_size:
+                raise MessageIllegalError(
+                    f"message body is {len(msg.body)} bytes, over {self.max_message_size}"
+                )
+            plain = plain_message(msg, len(topic_tail(topic)))
+            if plain is not None:  # encoded with its batch, as the batch leaves
+                return sender.submit_plain(topic, plain)
+        return sender.submit(self._prepare_one(msg))
 
     def send_oneway(self, msg: Message) -> None:
         """Fire and forget: no reply, no retry."""
@@ -249,6 +297,32 @@ class Producer:
         assert self._publisher is not None
         return inst, self._publisher
 
+    def _prepare_one(self, msg: Message) -> Outgoing:
+        """_prepare for one message; without properties of its own, delay, timer or tracing
+        (the common send) it skips the properties dict and the general checks."""
+        inst = self._started()
+        if msg.properties or msg.delay_level > 0 or msg.deliver_at_ms is not None:
+            return self._prepare([msg])
+        if inst.tracing.enabled:
+            return self._prepare([msg])
+        topic = msg.topic
+        if topic not in self._checked_topics:
+            check_topic(topic)
+            self._checked_topics.add(topic)
+        if len(msg.body) > self.max_message_size:
+            raise MessageIllegalError(
+                f"message body is {len(msg.body)} bytes, over {self.max_message_size}"
+            )
+        msg_id = inst.msg_ids.next_id()
+        payload = encode_plain_message(
+            msg,
+            msg_id,
+            born_timestamp=int(time.time() * 1000),
+            born_host=inst.born_host,
+            compress_over=self.compress_over,
+        )
+        return Outgoing(topic, [msg_id], payload, 1, "", "", None, True)
+
     def _prepare(self, msgs: Sequence[Message]) -> Outgoing:
         """Validates and encodes; the span and trace context are created here."""
         inst = self._started()
@@ -262,7 +336,9 @@ class Producer:
             raise MessageIllegalError(
                 f"message body is {len(first.body)} bytes, over {self.max_message_size}"
             )
-        ids = [inst.msg_ids.next_id() for _ in msgs]
+        # a msg id the caller set (UNIQ_KEY) is kept, as RocketMQ does: a resend of the same
+        # logical message then carries the same id, so consumers can spot the duplicate
+        ids = [msg.properties.get(UNIQ_KEY) or inst.msg_ids.next_id() for msg in msgs]
         props = [message_properties(msg, msg_id) for msg, msg_id in zip(msgs, ids, strict=True)]
         span = inst.tracing.start_send(topic, msgs, ids) if inst.tracing.enabled else None
         traceparent = tracestate = ""
@@ -300,7 +376,28 @@ class Producer:
             inst.tracing.end(span, err)
             raise
         batchable = all(m.delay_level <= 0 and m.deliver_at_ms is None for m in msgs)
-        return Outgoing(topic, ids, payload, len(msgs), traceparent, tracestate, span, batchable)
+        deliver_at_ms = first.deliver_at_ms or 0
+        if single and batchable and first.properties:
+            relative = relative_delay_ms(first.properties)
+            if relative > 0:  # RocketMQ 5's TIMER_DELAY_MS / TIMER_DELAY_SEC: a timer message
+                batchable = False
+                deliver_at_ms = born + relative
+        if batchable:
+            return Outgoing(
+                topic, ids, payload, len(msgs), traceparent, tracestate, span, batchable
+            )
+        return Outgoing(
+            topic,
+            ids,
+            payload,
+            len(msgs),
+            traceparent,
+            tracestate,
+            span,
+            batchable,
+            delay_level=max(first.delay_level, 0),
+            deliver_at_ms=deliver_at_ms,
+        )
 
     def _attempt(self, out: Outgoing, target: Target, timeout_s: float) -> SendResult:
         inst = self._started()
@@ -313,6 +410,7 @@ class Producer:
                 timeout_s=timeout_s,
                 traceparent=out.traceparent,
                 tracestate=out.tracestate,
+                direct=True,  # on this thread's own socket: no hand-off to the I/O thread
             )
         except FerryError as err:
             self._faults.update(broker, 0, failed=err.retriable)

@@ -21,6 +21,7 @@ from ferry.client.consume_state import PollSink, decode_batch
 from ferry.client.heartbeats import masters_serving, send_heartbeat, unregister
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.message import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue
+from ferry.client.offset_reset import on_reset_notice
 from ferry.client.offset_store import LocalOffsetStore, open_local_store
 from ferry.client.puller import OffsetRequest, PullConfig, Puller
 from ferry.client.rebalance import assignment
@@ -255,8 +256,16 @@ class PullConsumer:
         self._update_assignment()
 
     def _on_notice(self, _address: str, body: AnyReply) -> None:
-        """The group's members changed: rebalance now (on the timer thread)."""
+        """The group's members changed: rebalance now (on the timer thread). An admin reset
+        the group's offsets: go on from them."""
         inst = self._instance
+        puller = self._puller
+        if (
+            inst is not None
+            and puller is not None
+            and on_reset_notice(inst, self.group, puller, body)
+        ):
+            return
         if (
             inst is not None
             and isinstance(body, ConsumerIdsChangedNotice)
@@ -330,9 +339,9 @@ class PullConsumer:
     def _offset_of(self, queue: MessageQueue, body: OffsetRequest) -> int:
         inst, _ = self._started()
         inst.routes.get(queue.topic)
-        addr = inst.routes.addr_of(queue.broker_name)
+        addr = inst.routes.addr_of(queue.broker_name, read=True)
         if addr is None:
-            raise BrokerNotExistError(f"no master address for broker {queue.broker_name}")
+            raise BrokerNotExistError(f"no address for broker {queue.broker_name}")
         result = inst.connection(addr).request(body, timeout_s=inst.api_timeout_s)
         return expect(result, OffsetReply).offset
 

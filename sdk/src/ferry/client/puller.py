@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol
@@ -255,9 +255,9 @@ class Puller:
         body: OffsetRequest,
         then: Callable[[QueueState, int, Future[Result]], None],
     ) -> None:
-        addr = self._inst.routes.addr_of(state.queue.broker_name)
+        addr = self._inst.routes.addr_of(state.queue.broker_name, read=True)
         if addr is None:
-            self._backoff(state, gen, BrokerNotExistError(f"no master for {state.queue}"))
+            self._backoff(state, gen, BrokerNotExistError(f"no broker for {state.queue}"))
             return
         future = self._inst.connection(addr).submit(body, timeout_s=self._inst.api_timeout_s)
         future.add_done_callback(lambda f: then(state, gen, f))
@@ -295,11 +295,11 @@ class Puller:
                 return
             q = state.queue
             commit = -1
+            # a slave keeps commits too while its master is gone (and hands them over)
             if (
                 config.piggyback_commit
                 and self._local is None
                 and 0 <= state.consume_offset != state.committed_offset
-                and addr == self._inst.routes.addr_of(q.broker_name)  # only masters keep offsets
             ):
                 commit = state.consume_offset
             body = PullMessageRequest(
@@ -413,6 +413,30 @@ class Puller:
         with self.cond:  # revoked queues are not retried by anything else
             self._revoked.extend(s for s, _ in failed if s.dropped)
         return errors
+
+    def reset_offsets(self, offsets: Mapping[MessageQueue, int]) -> int:
+        """An admin reset the group's offsets (resetOffsetByTime; the broker holds them
+        already): the queues held here start over from them. What was pulled or is being
+        consumed for the old positions no longer counts and is not committed. Returns how
+        many queues moved."""
+        moved: list[tuple[QueueState, int]] = []
+        with self.cond:
+            for queue, offset in offsets.items():
+                old = self._states.get(queue)
+                if old is None or offset < 0:
+                    continue
+                old.dropped = True
+                fresh = QueueState.create(queue, old.expression)
+                fresh.paused = old.paused
+                self._states[queue] = fresh
+                moved.append((fresh, offset))
+            self._revoked = [s for s in self._revoked if s.queue not in offsets]
+            self.cond.notify_all()
+        for state, offset in moved:
+            if self._local is not None:
+                self._local.update(state.queue, offset)
+            self._begin(state, state.generation, offset, committed=True)
+        return len(moved)
 
     def seek(self, queue: MessageQueue, offset: int) -> None:
         if offset < 0:

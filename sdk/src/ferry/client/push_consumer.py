@@ -28,6 +28,7 @@ from ferry.client.consume_service import ConsumeConfig, ConsumeService, Listener
 from ferry.client.heartbeats import masters_serving, send_heartbeat, unregister
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.message import ConsumeFromWhere, MessageModel, MessageQueue
+from ferry.client.offset_reset import on_reset_notice
 from ferry.client.offset_store import LocalOffsetStore, open_local_store
 from ferry.client.orderly_rebalance import move_orderly, renew_locks
 from ferry.client.puller import PullConfig, Puller
@@ -285,6 +286,13 @@ class PushConsumer:
         inst.ticker.later(0, self.rebalance)
 
     def _on_notice(self, _address: str, body: AnyReply) -> None:
+        inst, puller = self._instance, self._puller
+        if (
+            inst is not None
+            and puller is not None
+            and on_reset_notice(inst, self.group, puller, body)
+        ):
+            return
         if isinstance(body, ConsumerIdsChangedNotice) and body.consumer_group == self.group:
             log.debug("%s: members changed; rebalancing", self.group)
             self.rebalance_soon()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ferry.client.message import MessageExt, MessageQueue, decode_message
@@ -176,10 +177,16 @@ def search_offset(admin: Admin, queue: MessageQueue, timestamp_ms: int) -> int:
     return admin._broker(admin._queue_addr(queue), body, OffsetReply).offset
 
 
-def _pull(admin: Admin, queue: MessageQueue, offset: int, max_msgs: int) -> tuple[Any, list[Any]]:
+def _pull(
+    admin: Admin,
+    queue: MessageQueue,
+    offset: int,
+    max_msgs: int,
+    group: str = TOOLS_CONSUMER_GROUP,
+) -> tuple[Any, list[Any]]:
     inst = admin._started()
     body = PullMessageRequest(
-        consumer_group=TOOLS_CONSUMER_GROUP,
+        consumer_group=group,
         topic=queue.topic,
         queue_id=queue.queue_id,
         queue_offset=offset,
@@ -187,6 +194,36 @@ def _pull(admin: Admin, queue: MessageQueue, offset: int, max_msgs: int) -> tupl
     )
     result = inst.connection(admin._queue_addr(queue)).request(body, timeout_s=inst.api_timeout_s)
     return expect(result, PullMessageReply), result[1]
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """One pull of a queue from a given offset, outside any consumer (Admin.pull).
+
+    status OFFSET_ILLEGAL: the offset lies outside [min_offset, max_offset], for instance
+    because retention deleted it; next_begin_offset is then the nearest valid offset."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt]
+
+
+def pull(
+    admin: Admin,
+    queue: MessageQueue,
+    offset: int,
+    max_msgs: int = 32,
+    group: str = TOOLS_CONSUMER_GROUP,
+) -> PullResult:
+    """The messages of `queue` from `offset` on (at most max_msgs), without long polling."""
+    if offset < 0 or max_msgs <= 0:
+        raise InvalidParameterError(f"bad pull of {queue}: offset {offset}, max {max_msgs}")
+    reply, payload = _pull(admin, queue, offset, max_msgs, group)
+    status = PullStatus(reply.status)
+    msgs = _records(payload, queue.broker_name) if status == PullStatus.FOUND else []
+    return PullResult(status, reply.next_begin_offset, reply.min_offset, reply.max_offset, msgs)
 
 
 def query_msg_by_offset(admin: Admin, queue: MessageQueue, offset: int) -> MessageExt:

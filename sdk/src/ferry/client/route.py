@@ -189,8 +189,16 @@ class RouteCache:
         return out
 
     def addr_of(self, broker_name: str, *, read: bool = False) -> str | None:
-        for route in list(self._routes.values()):
-            addr = route.read_addr_of(broker_name) if read else route.master_of(broker_name)
+        """The broker's master; with read, a slave when no cached route has the master (a
+        route of another topic may still show the master gone: masters come first)."""
+        routes = list(self._routes.values())
+        for route in routes:
+            addr = route.master_of(broker_name)
             if addr:
                 return addr
+        if read:
+            for route in routes:
+                addr = route.read_addr_of(broker_name)
+                if addr:
+                    return addr
         return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, NoOpTracerProvider, ProxyTracerProvider, SpanKind
@@ -69,8 +69,8 @@ class Tracing:
             return self._tracer.start_span(
                 f"send {topic}", kind=SpanKind.PRODUCER, attributes=attributes
             )
-        except Exception:
-            log.debug("send span not started", exc_info=True)
+        except Exception:  # noqa: BLE001 - _failed logs it, once
+            _failed("send span")
             return None
 
     def inject(self, span: trace.Span | None, carrier: MutableMapping[str, str]) -> None:
@@ -79,8 +79,8 @@ class Tracing:
             return
         try:
             propagate.inject(carrier, context=trace.set_span_in_context(span))
-        except Exception:
-            log.debug("trace context not injected", exc_info=True)
+        except Exception:  # noqa: BLE001 - _failed logs it, once
+            _failed("inject")
 
     @staticmethod
     def end(
@@ -89,10 +89,16 @@ class Tracing:
         *,
         address: str = "",
         queue_id: int | None = None,
+        error_type: str = "",
     ) -> None:
+        """Ends `span`; `error` (an exception) or `error_type` (e.g. a listener's
+        RECONSUME_LATER) mark it failed with error.type."""
         if span is None:
             return
         try:
+            if error_type and error is None:
+                span.set_attribute("error.type", error_type)
+                span.set_status(Status(StatusCode.ERROR))
             if address:
                 host, _, port = address.rpartition(":")
                 span.set_attribute("server.address", host)
@@ -104,8 +110,40 @@ class Tracing:
                 span.set_attribute("error.type", type(error).__name__)
                 span.set_status(Status(StatusCode.ERROR, str(error)))
             span.end()
-        except Exception:
-            log.debug("span not ended", exc_info=True)
+        except Exception:  # noqa: BLE001 - _failed logs it, once
+            _failed("end")
+
+    def start_transaction(
+        self,
+        operation: str,
+        group: str,
+        msg_id: str,
+        resolution: str,
+        carrier: Mapping[str, str],
+    ) -> trace.Span | None:
+        """A CLIENT span `{operation}` (end_transaction, check_transaction_state) in the trace
+        of the message, whose context `carrier` (its properties) holds; end it with end()."""
+        if not self.enabled:
+            return None
+        try:
+            attributes: dict[str, str] = {
+                "messaging.system": SYSTEM,
+                "messaging.operation.name": operation,
+                "messaging.message.id": msg_id,
+                "messaging.rocketmq.client_group": group,
+                "messaging.rocketmq.transaction.resolution": resolution,
+            }
+            if self._client_id:
+                attributes["messaging.client.id"] = self._client_id
+            return self._tracer.start_span(
+                operation,
+                context=propagate.extract(carrier) if "traceparent" in carrier else None,
+                kind=SpanKind.CLIENT,
+                attributes=attributes,
+            )
+        except Exception:  # noqa: BLE001 - _failed logs it, once
+            _failed("transaction span")
+            return None
 
     # ---- consumer ----
 
@@ -145,8 +183,8 @@ class Tracing:
                     },
                 )
                 span.end(time.time_ns())
-        except Exception:
-            log.debug("receive span not recorded", exc_info=True)
+        except Exception:  # noqa: BLE001 - _failed logs it, once
+            _failed("receive span")
 
     def start_process(
         self, group: str, msgs: Sequence[MessageExt], model: str
@@ -164,7 +202,7 @@ class Tracing:
                     span_ctx = trace.get_current_span(ctx).get_span_context()
                     if span_ctx.is_valid:
                         links.append(Link(span_ctx))
-            attributes: dict[str, str | int] = {
+            attributes: dict[str, str | int | list[str]] = {
                 "messaging.system": SYSTEM,
                 "messaging.destination.name": topic,
                 "messaging.operation.name": "process",
@@ -173,18 +211,59 @@ class Tracing:
                 "messaging.batch.message_count": len(msgs),
                 "messaging.rocketmq.consumption_model": model.lower(),
             }
+            parent = None
             if len(msgs) == 1:
-                attributes["messaging.message.id"] = msgs[0].msg_id
-                attributes["messaging.rocketmq.message.reconsume_times"] = msgs[0].reconsume_times
+                msg = msgs[0]
+                attributes["messaging.message.id"] = msg.msg_id
+                attributes["messaging.rocketmq.message.reconsume_times"] = msg.reconsume_times
+                if msg.tags:
+                    attributes["messaging.rocketmq.message.tag"] = msg.tags
+                if msg.keys:
+                    attributes["messaging.rocketmq.message.keys"] = list(msg.keys)
+                # one message: its creation context is the parent too (the conventions allow
+                # it), so that the producer's trace shows where the message was processed
+                if links:
+                    parent = trace.set_span_in_context(trace.NonRecordingSpan(links[0].context))
             return self._tracer.start_span(
-                f"process {topic}", kind=SpanKind.CONSUMER, links=links, attributes=attributes
+                f"process {topic}",
+                context=parent,
+                kind=SpanKind.CONSUMER,
+                links=links,
+                attributes=attributes,
             )
-        except Exception:
-            log.debug("process span not started", exc_info=True)
+        except Exception:  # noqa: BLE001 - _failed logs it, once
+            _failed("process span")
             return None
+
+
+_FAILURES: set[str] = set()
+_PROCESS: dict[str, Tracing] = {}
+
+
+def process_tracing(service_name: str) -> Tracing:
+    """A Tracing for code that runs where no application configures OpenTelemetry (the Python
+    workers of Spark executors): the SDK is set up from the OTEL_* variables once per process,
+    unless a provider is there already; without those variables it stays off."""
+    tracing = _PROCESS.get(service_name)
+    if tracing is None:
+        if isinstance(trace.get_tracer_provider(), ProxyTracerProvider | NoOpTracerProvider):
+            from ferry.runtime.telemetry import setup_telemetry
+
+            setup_telemetry(service_name)
+        tracing = _PROCESS[service_name] = Tracing()
+    return tracing
+
+
+def _failed(what: str) -> None:
+    """An instrumentation error: logged once per kind, and the message path goes on."""
+    if what not in _FAILURES:
+        _FAILURES.add(what)
+        log.warning("tracing: %s failed (logged once)", what, exc_info=True)
 
 
 def _message_type(msg: Message) -> str:
     if msg.delay_level > 0 or msg.deliver_at_ms is not None:
         return "delay"
+    if msg.properties.get("TRAN_MSG") == "true":
+        return "transaction"
     return "normal"

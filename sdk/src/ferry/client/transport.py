@@ -15,6 +15,14 @@ Requests go out only on a completed connection (ZMQ_IMMEDIATE): while a peer is 
 (it went away, or refuses connections) they fail at once with ConnectionFailedError rather
 than wait out their timeout in a queue nobody reads, and none is delivered late after its
 caller gave up. A producer then retries on another broker within its send timeout.
+
+A blocking request may also go `direct`: the calling thread sends on a DEALER of its own and
+waits on that socket for the reply, which saves the two thread hand-offs (caller -> I/O thread,
+I/O thread -> caller) of the queued path; a sync send is its hot user. A thread borrows one of
+at most MAX_DIRECT such sockets per connection (returned when the thread ends); whatever the
+direct socket cannot do at once (not connected yet, peer down, socket full) goes the queued
+way, and the I/O thread's view of the peer (its disconnect monitor) still fails a direct wait
+early.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -61,6 +70,8 @@ IDLE_POLL_MS = 1000
 POLLIN = int(zmq.POLLIN)
 POLLOUT = int(zmq.POLLOUT)
 NOBLOCK = int(zmq.NOBLOCK)
+SNDMORE = int(zmq.SNDMORE)
+RCVMORE = int(zmq.RCVMORE)
 EVENTS = int(zmq.EVENTS)
 # Frames above this are handed to ZeroMQ without a copy; below, copying is cheaper.
 ZERO_COPY_MIN = 64 * 1024
@@ -68,11 +79,32 @@ BLOCKED_POLL_MS = 100
 # Extra wait of a blocking caller past the request's own deadline: only matters if the I/O
 # thread died, which must still not hang anyone.
 WAIT_GRACE_S = 1.0
+MAX_DIRECT = 8  # caller-owned sockets per connection (threads beyond it use the I/O thread)
+# A direct wait wakes this often to see whether the peer went away or the connection closed.
+DIRECT_SLICE_MS = 50
 
 
 def endpoint_of(address: str) -> str:
     """ "host:port" -> "tcp://host:port"; full ZeroMQ endpoints pass through."""
     return address if "://" in address else f"tcp://{address}"
+
+
+def send_frames(sock: zmq.Socket[Any], frames: list[Any], flags: int, copy: bool) -> None:
+    """send_multipart with int flags: pyzmq's own ORs enum flags per frame, which cost about
+    as much as the sends themselves. Atomic as a multipart message is: zmq.Again can only come
+    from the first frame."""
+    more = flags | SNDMORE
+    last = len(frames) - 1
+    for i, frame in enumerate(frames):
+        sock.send(frame, more if i < last else flags, copy=copy)
+
+
+def recv_frames(sock: zmq.Socket[Any], flags: int) -> list[bytes]:
+    """recv_multipart with int flags (see send_frames)."""
+    frames: list[bytes] = [sock.recv(flags)]
+    while sock.get(RCVMORE):
+        frames.append(sock.recv(flags))
+    return frames
 
 
 class _Submission(NamedTuple):
@@ -133,6 +165,42 @@ class _Waker:
                     os.close(fd)
 
 
+class _Direct:
+    """A DEALER for blocking requests, used by one thread at a time (its lock held)."""
+
+    def __init__(self, ctx: zmq.Context[Any], address: str) -> None:
+        self.lock = threading.Lock()
+        self.codec = RequestCodec()
+        self.ids = itertools.count(1)
+        self.open = True
+        sock: zmq.Socket[Any] = ctx.socket(zmq.DEALER)
+        sock.linger = 0
+        sock.immediate = True  # a send fails at once (zmq.Again) until the peer is connected
+        sock.rcvtimeo = DIRECT_SLICE_MS
+        sock.connect(endpoint_of(address))
+        self.sock = sock
+
+    def close(self) -> None:
+        self.open = False
+        self.sock.close(linger=0)
+
+
+class _Lease:
+    """A thread's hold on a _Direct, kept in the connection's thread-local: when the thread
+    ends, the lease is dropped and the socket goes back to the free list."""
+
+    def __init__(self, conn: Connection, direct: _Direct) -> None:
+        self.direct = direct
+        # a weak reference: a lease must not keep a connection nobody uses any more alive
+        self._finalizer = weakref.finalize(self, _Lease._release, weakref.ref(conn), direct)
+
+    @staticmethod
+    def _release(conn_ref: weakref.ref[Connection], direct: _Direct) -> None:
+        conn = conn_ref()
+        if conn is not None:
+            conn._release_direct(direct)
+
+
 class Connection:
     """One DEALER to one address, driven by its own I/O thread."""
 
@@ -157,6 +225,11 @@ class Connection:
         self._pending: dict[int, tuple[Future[Result], float, float]] = {}
         # (deadline, id) of pending requests; answered ones are dropped lazily.
         self._deadlines: list[tuple[float, int]] = []
+        self._disconnects = 0  # times the monitor saw the peer go (I/O thread writes)
+        self._direct_lock = threading.RLock()  # RLock: a lease may be finalized anywhere
+        self._direct_all: list[_Direct] = []
+        self._direct_free: list[_Direct] = []
+        self._local = threading.local()
         self._thread = threading.Thread(target=self._run, name=f"ferry-io-{address}", daemon=True)
         self._thread.start()
 
@@ -211,8 +284,20 @@ class Connection:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         traceparent: str = "",
         tracestate: str = "",
+        direct: bool = False,
     ) -> Result:
-        """Blocking request: the reply and its payload, or the typed error raised."""
+        """Blocking request: the reply and its payload, or the typed error raised.
+
+        direct: send and wait on a socket of the calling thread when one is ready (see the
+        module's doc); never from a Future callback (an I/O thread)."""
+        if direct:
+            lease = self._lease()
+            if lease is not None:
+                result = self._request_direct(
+                    lease.direct, body, payload, timeout_s, traceparent, tracestate
+                )
+                if result is not None:
+                    return result
         future = self.submit(
             body, payload, timeout_s=timeout_s, traceparent=traceparent, tracestate=tracestate
         )
@@ -226,6 +311,7 @@ class Connection:
     def close(self, timeout_s: float = 5.0) -> None:
         """Stops the I/O thread, fails what is still pending and closes the socket."""
         self._closing = True
+        self._close_direct(timeout_s)
         self._waker.wake()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout_s)
@@ -237,12 +323,134 @@ class Connection:
             self._armed = True
             self._waker.wake()
 
+    # ---- direct requests (calling thread) ----
+
+    def _lease(self) -> _Lease | None:
+        """The calling thread's direct socket, borrowed on first use; None when there is none
+        to be had (closing, all taken, or this is the I/O thread)."""
+        lease: _Lease | None = getattr(self._local, "lease", None)
+        if lease is not None:
+            return lease if lease.direct.open else None
+        if threading.current_thread() is self._thread:
+            return None
+        with self._direct_lock:
+            if self._closing:
+                return None
+            if self._direct_free:
+                direct = self._direct_free.pop()
+            elif len(self._direct_all) < MAX_DIRECT:
+                try:
+                    direct = _Direct(self._ctx, self.address)
+                except zmq.ZMQError as exc:
+                    log.debug("no direct socket to %s: %s", self.address, exc)
+                    return None
+                self._direct_all.append(direct)
+            else:
+                return None
+        lease = _Lease(self, direct)
+        self._local.lease = lease
+        return lease
+
+    def _release_direct(self, direct: _Direct) -> None:
+        with self._direct_lock:
+            if direct.open and not self._closing:
+                self._direct_free.append(direct)
+
+    def _close_direct(self, timeout_s: float) -> None:
+        with self._direct_lock:
+            directs = list(self._direct_all)
+            self._direct_all.clear()
+            self._direct_free.clear()
+        for direct in directs:
+            # a thread in a direct wait notices `_closing` within a slice and lets go
+            if direct.lock.acquire(timeout=max(timeout_s, 2 * DIRECT_SLICE_MS / 1000)):
+                try:
+                    direct.close()
+                finally:
+                    direct.lock.release()
+            else:  # pragma: no cover - a wedged caller; leave its socket to the context
+                log.warning("direct socket to %s still in use at close", self.address)
+
+    def _request_direct(
+        self,
+        direct: _Direct,
+        body: AnyRequest,
+        payload: Payload | None,
+        timeout_s: float,
+        traceparent: str,
+        tracestate: str,
+    ) -> Result | None:
+        """Sends on `direct` and waits there; None when it could not be sent (the caller
+        falls back to the I/O thread, which decides whether the peer is reachable)."""
+        if self._down:
+            return None
+        with direct.lock:
+            if not direct.open or self._closing:
+                return None
+            sock = direct.sock
+            rid = next(direct.ids)
+            env = RequestEnvelope(rid, body, traceparent, tracestate)
+            try:
+                frames = direct.codec.request_frames(env, payload)
+            except (msgspec.EncodeError, TypeError, ValueError) as exc:
+                raise FerryError(f"cannot send {type(body).__name__}: {exc}") from None
+            big = payload is not None and any(len(f) >= ZERO_COPY_MIN for f in payload)
+            disconnects = self._disconnects
+            deadline = time.monotonic() + timeout_s
+            try:
+                send_frames(sock, frames, NOBLOCK, not big)
+            except zmq.Again:
+                return None  # not connected (yet), or full: nothing was sent
+            except zmq.ZMQError as exc:
+                raise ConnectionFailedError(f"cannot send to {self.address}: {exc}") from None
+            while True:
+                try:
+                    reply = recv_frames(sock, 0)  # waits up to DIRECT_SLICE_MS (rcvtimeo)
+                except zmq.Again:
+                    reply = None
+                except zmq.ZMQError as exc:
+                    raise ConnectionFailedError(f"{self.address}: {exc}") from None
+                if reply is not None:
+                    done = self._direct_reply(direct, rid, reply)
+                    if done is not None:
+                        return done
+                    continue
+                if self._closing:
+                    raise ConnectionFailedError(f"connection to {self.address} is closed")
+                if self._disconnects != disconnects:
+                    raise ConnectionFailedError(f"connection to {self.address} was lost")
+                if time.monotonic() >= deadline:
+                    raise RequestTimeoutError(f"no reply from {self.address} in {timeout_s:g}s")
+
+    def _direct_reply(self, direct: _Direct, rid: int, frames: list[Any]) -> Result | None:
+        """The result when `frames` answer request `rid`; None for anything else (a reply to
+        an earlier request that timed out, a notice, an undecodable reply)."""
+        if frames and not frames[0]:
+            frames = frames[1:]
+        try:
+            env, payload = direct.codec.decode_reply(frames)
+        except FrameError as exc:
+            log.warning("undecodable reply from %s: %s", self.address, exc.error)
+            return None
+        if env.id != rid:
+            if env.id == 0:
+                self._notice(env.body)
+            return None
+        body = env.body
+        if isinstance(body, ErrorReply):
+            raise error_for(body.code, body.message, body.retriable)
+        return body, payload
+
     # ---- I/O thread ----
 
     def _run(self) -> None:
         sock: zmq.Socket[Any] = self._ctx.socket(zmq.DEALER)
         sock.linger = 0
         sock.sndhwm = SEND_HWM
+        # Replies are never dropped on our side: a full receive queue would push back through
+        # TCP to the peer's ROUTER, which drops what passes its own high-water mark, and the
+        # request would then wait out its timeout (seen with 5,000 requests in flight).
+        sock.rcvhwm = 0
         sock.immediate = True  # queue only on completed connections
         codec = RequestCodec()
         ids = itertools.count(1)
@@ -321,7 +529,7 @@ class Connection:
             try:
                 frames = codec.request_frames(env, sub.payload)
                 big = sub.payload is not None and any(len(f) >= ZERO_COPY_MIN for f in sub.payload)
-                sock.send_multipart(frames, NOBLOCK, copy=not big)
+                send_frames(sock, frames, NOBLOCK, not big)
             except zmq.Again:
                 queue.appendleft(sub)
                 return False
@@ -342,7 +550,7 @@ class Connection:
             # Asking first is cheaper than the zmq.Again raised by a read of an empty socket.
             if not int(sock.get(EVENTS)) & POLLIN:
                 return
-            frames = sock.recv_multipart(NOBLOCK)
+            frames: list[Any] = recv_frames(sock, NOBLOCK)
             if frames and not frames[0]:
                 frames = frames[1:]
             try:
@@ -381,6 +589,7 @@ class Connection:
             self._down = True  # disconnected, or a connection attempt failed
             if event["event"] != zmq.EVENT_DISCONNECTED:
                 continue
+            self._disconnects += 1  # direct waits give up too
             if self._pending:
                 log.info("%s disconnected: failing %d requests", self.address, len(self._pending))
                 err = ConnectionFailedError(f"connection to {self.address} was lost")

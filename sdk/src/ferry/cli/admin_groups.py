@@ -1,0 +1,229 @@
+"""mqadmin's consumer and producer group commands: updateSubGroup, deleteSubGroup,
+consumerConnection, producerConnection, resetOffsetByTime.
+
+Registered on `ferry admin`'s app when imported (main.py imports it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Annotated
+
+import msgspec
+import typer
+
+from ferry.cli.admin import (
+    DEFAULT_NAMESRV,
+    BrokerAddr,
+    Cluster,
+    Group,
+    Json,
+    Namesrv,
+    Topic,
+    admin_session,
+    app,
+)
+from ferry.cli.output import not_found, print_json, print_table, progress
+from ferry.cli.query import parse_time
+from ferry.protocol.messages import ClientConnection, SubscriptionGroupConfig
+
+
+def _bool(name: str, text: str | None) -> bool | None:
+    if text is None:
+        return None
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise typer.BadParameter(f"{name} must be true or false, not {text!r}")
+    return value == "true"
+
+
+@app.command("updateSubGroup")
+def update_sub_group(
+    group: Group,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    broker: BrokerAddr = None,
+    cluster: Cluster = None,
+    consume_enable: Annotated[str | None, typer.Option("-s", "--consumeEnable")] = None,
+    from_min: Annotated[str | None, typer.Option("-m", "--consumeFromMinEnable")] = None,
+    broadcast: Annotated[str | None, typer.Option("-d", "--consumeBroadcastEnable")] = None,
+    retry_queues: Annotated[int | None, typer.Option("-q", "--retryQueueNums")] = None,
+    retry_max: Annotated[int | None, typer.Option("-r", "--retryMaxTimes")] = None,
+    notify: Annotated[str | None, typer.Option("-a", "--notifyConsumerIdsChangedEnable")] = None,
+    json: Json = False,
+) -> None:
+    """Create or update a subscription group (what is not given keeps its value)."""
+    changes = {
+        "consume_enable": _bool("consumeEnable", consume_enable),
+        "consume_from_min_enable": _bool("consumeFromMinEnable", from_min),
+        "consume_broadcast_enable": _bool("consumeBroadcastEnable", broadcast),
+        "retry_queue_nums": retry_queues,
+        "retry_max_times": retry_max,
+        "notify_consumer_ids_changed_enable": _bool("notifyConsumerIdsChangedEnable", notify),
+    }
+    given = {k: v for k, v in changes.items() if v is not None}
+    with admin_session(namesrv) as admin:
+        addrs = [broker] if broker else sorted(set(admin.master_addrs(cluster).values()))
+        done: dict[str, SubscriptionGroupConfig] = {}
+        for addr in addrs:
+            current = next((g for g in admin.sub_groups(addr) if g.group_name == group), None)
+            config = msgspec.structs.replace(
+                current or SubscriptionGroupConfig(group_name=group), **given
+            )
+            admin.update_sub_group(config, broker_addr=addr)
+            done[addr] = config
+    if json:
+        print_json({addr: msgspec.to_builtins(c) for addr, c in done.items()})
+        return
+    print_table(
+        f"subscription group {group}",
+        ["broker", "consume", "broadcast", "from min", "retry queues", "retry max times"],
+        [
+            (
+                a,
+                c.consume_enable,
+                c.consume_broadcast_enable,
+                c.consume_from_min_enable,
+                c.retry_queue_nums,
+                c.retry_max_times,
+            )
+            for a, c in done.items()
+        ],
+    )
+
+
+@app.command("deleteSubGroup")
+def delete_sub_group(
+    group: Group,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    broker: BrokerAddr = None,
+    cluster: Cluster = None,
+    remove_offset: Annotated[
+        bool, typer.Option("-r", "--removeOffset", help="drop its committed offsets too")
+    ] = False,
+    json: Json = False,
+) -> None:
+    """Delete a subscription group from one broker (-b) or the masters of a cluster (-c)."""
+    with admin_session(namesrv) as admin:
+        done = admin.delete_sub_group(
+            group, cluster=cluster, broker_addr=broker, clean_offset=remove_offset
+        )
+    if json:
+        print_json({"group": group, "brokers": done, "offsets_removed": remove_offset})
+        return
+    print_table(f"subscription group {group} deleted", ["broker"], [(a,) for a in done])
+
+
+def _connection_rows(by_broker: dict[str, list[ClientConnection]]) -> list[tuple[object, ...]]:
+    return [
+        (c.client_id, c.client_addr, c.language, c.version, broker)
+        for broker, conns in sorted(by_broker.items())
+        for c in conns
+    ]
+
+
+CONNECTION_COLUMNS = ["client id", "client addr", "language", "version", "broker"]
+
+
+@app.command("consumerConnection")
+def consumer_connection(
+    group: Group, namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False
+) -> None:
+    """The live members of a consumer group and what they subscribe to."""
+    with admin_session(namesrv) as admin:
+        replies = admin.consumer_connections(group)
+    by_broker = {a: list(r.connections) for a, r in replies.items() if r.connections}
+    if not by_broker:
+        not_found(f"consumer group {group} has no live member (CONSUMER_NOT_ONLINE)")
+    first = next(r for r in replies.values() if r.connections)
+    if json:
+        print_json(
+            {
+                "group": group,
+                "connections": [
+                    {**msgspec.to_builtins(c), "broker": a}
+                    for a, conns in sorted(by_broker.items())
+                    for c in conns
+                ],
+                "consume_type": first.consume_type,
+                "message_model": first.message_model,
+                "consume_from": first.consume_from,
+                "subscriptions": msgspec.to_builtins(first.subscriptions),
+            }
+        )
+        return
+    print_table(f"members of {group}", CONNECTION_COLUMNS, _connection_rows(by_broker))
+    print_table(
+        f"{first.consume_type} / {first.message_model} / {first.consume_from}",
+        ["topic", "expression"],
+        [(s.topic, s.expression) for s in first.subscriptions],
+    )
+
+
+@app.command("producerConnection")
+def producer_connection(
+    group: Annotated[str, typer.Option("-g", "--producerGroup", help="producer group")],
+    topic: Annotated[str | None, typer.Option("-t", "--topic", help="its brokers only")] = None,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    json: Json = False,
+) -> None:
+    """The live producers of a producer group (they heartbeat with their group)."""
+    with admin_session(namesrv) as admin:
+        replies = admin.producer_connections(group, topic)
+    by_broker = {a: list(r.connections) for a, r in replies.items() if r.connections}
+    if not by_broker:
+        not_found(f"producer group {group} has no live producer")
+    if json:
+        print_json(
+            [
+                {**msgspec.to_builtins(c), "broker": a}
+                for a, conns in sorted(by_broker.items())
+                for c in conns
+            ]
+        )
+        return
+    print_table(f"producers of {group}", CONNECTION_COLUMNS, _connection_rows(by_broker))
+
+
+@app.command("resetOffsetByTime")
+def reset_offset_by_time(
+    group: Group,
+    topic: Topic,
+    timestamp: Annotated[
+        str,
+        typer.Option("-s", "--timestamp", help="'now', ms, ISO 8601 or yyyy-MM-dd#HH:mm:ss:SSS"),
+    ],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    force: Annotated[
+        bool, typer.Option("-f", "--force", help="accepted for mqadmin; always applied")
+    ] = True,
+    json: Json = False,
+) -> None:
+    """Move a group's offsets of a topic to the first message stored at or after a time;
+    live members go on from there without a restart."""
+    del force
+    when = (
+        int(time.time() * 1000) if timestamp.strip().lower() == "now" else parse_time(timestamp, 0)
+    )
+    with admin_session(namesrv) as admin, progress() as bar:
+        task = bar.add_task("finding offsets", total=None)
+
+        def advance(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        offsets = admin.reset_offset_by_time(group, topic, when, advance)
+    rows = [(q.broker_name, q.queue_id, o) for q, o in sorted(offsets.items())]
+    if json:
+        print_json(
+            {
+                "group": group,
+                "topic": topic,
+                "timestamp_ms": when,
+                "offsets": [dict(zip(("broker", "queue", "offset"), r, strict=True)) for r in rows],
+            }
+        )
+        return
+    stamp = dt.datetime.fromtimestamp(when / 1000).isoformat(sep=" ", timespec="milliseconds")
+    print_table(
+        f"offsets of {group} on {topic} reset to {stamp}", ["broker", "queue", "offset"], rows
+    )

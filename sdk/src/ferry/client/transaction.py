@@ -1,0 +1,291 @@
+"""Transaction messages: send a half message, run the local transaction, end it.
+
+`send_in_transaction(msg, arg)` sends `msg` as a half message (stored aside by the broker,
+invisible to consumers), calls the listener's `execute_local_transaction(msg, arg)`, then tells
+the broker the outcome: COMMIT (the message is delivered), ROLLBACK (it never is) or UNKNOWN
+(the broker asks again later). When a half message has no outcome after the broker's
+transaction timeout, the broker sends this producer (or another of its group) a check; the
+listener's `check_local_transaction(msg)` answers it, on a thread of this producer.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from opentelemetry.trace import Span
+
+from ferry.client.heartbeats import log_failure
+from ferry.client.instance import ClientInstance
+from ferry.client.message import Message, MessageExt, MessageQueue, SendResult, decode_message
+from ferry.client.producer import Producer
+from ferry.protocol import record
+from ferry.protocol.codes import SendStatus, TransactionResolution
+from ferry.protocol.errors import FerryError, InvalidParameterError
+from ferry.protocol.messages import (
+    AnyReply,
+    CheckTransactionStateNotice,
+    ClusterInfoReply,
+    EndTransactionRequest,
+    GetClusterInfoRequest,
+)
+
+log = logging.getLogger("ferry.client.transaction")
+
+END_TIMEOUT_S = 3.0
+MASTER_ID = 0
+
+
+class LocalTransactionState(enum.Enum):
+    """What the local transaction came to (RocketMQ's COMMIT_MESSAGE, ROLLBACK_MESSAGE, UNKNOW)."""
+
+    COMMIT = "COMMIT"
+    ROLLBACK = "ROLLBACK"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def resolution(self) -> TransactionResolution:
+        return _RESOLUTIONS[self]
+
+
+_RESOLUTIONS = {
+    LocalTransactionState.COMMIT: TransactionResolution.COMMIT,
+    LocalTransactionState.ROLLBACK: TransactionResolution.ROLLBACK,
+    LocalTransactionState.UNKNOWN: TransactionResolution.UNKNOWN,
+}
+
+
+class TransactionListener(Protocol):
+    def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState: ...
+
+    def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionSendResult(SendResult):
+    """A SendResult plus what the local transaction returned (and was sent to the broker)."""
+
+    local_transaction_state: LocalTransactionState = LocalTransactionState.UNKNOWN
+
+
+class TransactionProducer(Producer):
+    """A Producer that also sends in transactions; its group is the one the broker checks.
+
+    Every producer of a group should be able to answer checks for any transaction of the group
+    (the broker asks any live one), as in RocketMQ.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str,
+        listener: TransactionListener,
+        *,
+        check_threads: int = 1,
+        **options: Any,
+    ) -> None:
+        super().__init__(group, namesrv, **options)
+        if check_threads < 1:
+            raise InvalidParameterError("check_threads must be at least 1")
+        self.listener = listener
+        self._check_threads = check_threads
+        self._checks: ThreadPoolExecutor | None = None
+        self._checks_lock = threading.Lock()
+
+    def start(self) -> None:
+        if self._instance is not None:
+            return
+        self._checks = ThreadPoolExecutor(self._check_threads, thread_name_prefix="ferry-tx-check")
+        super().start()
+        self._started().on_notice(self._on_notice)
+        self.heartbeat()  # so that checks can reach it before it sends anything
+
+    def heartbeat(self) -> None:
+        """Tells every master broker of the name servers' clusters, not only those it sent
+        to, that it is in the group: any of them may hold half messages of the group (a
+        producer started after another one's crash must be asked)."""
+        inst = self._started()
+        addrs = set(inst.routes.master_addrs().values())
+        try:
+            info = inst.routes.namesrv_request(GetClusterInfoRequest(), ClusterInfoReply)
+        except FerryError as err:
+            log.debug("cluster info for heartbeats not fetched: %s", err)
+        else:
+            addrs.update(
+                data.broker_addrs[MASTER_ID]
+                for data in info.brokers.values()
+                if MASTER_ID in data.broker_addrs
+            )
+        for addr in addrs:
+            self._heartbeat_to(addr)
+
+    def __enter__(self) -> TransactionProducer:
+        self.start()
+        return self
+
+    def shutdown(self) -> None:
+        with self._checks_lock:
+            checks, self._checks = self._checks, None
+        if checks is not None:
+            checks.shutdown(wait=True, cancel_futures=True)
+        super().shutdown()
+
+    # ---- sending in a transaction ----
+
+    def send_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
+        """Sends the half message, runs the local transaction and ends it (see the module).
+
+        A send that fails raises and runs nothing. A listener that raises counts as UNKNOWN
+        (the broker checks later); the broker not taking the end is logged, not raised: the
+        check settles it.
+        """
+        if msg.delay_level > 0 or msg.deliver_at_ms is not None:
+            raise InvalidParameterError("transaction messages cannot be delayed")
+        half = Message(
+            msg.topic,
+            msg.body,
+            msg.tags,
+            msg.keys,
+            {
+                **msg.properties,
+                record.PROPERTY_TRAN_MSG: "true",
+                record.PROPERTY_PGROUP: self.group,
+            },
+        )
+        out = self._prepare([half])._replace(batchable=False, transactional=True)
+        sent = self._send_sync(out, self.send_timeout_s)
+        if sent.status is SendStatus.SEND_OK:
+            try:
+                state = self.listener.execute_local_transaction(msg, arg)
+                if not isinstance(state, LocalTransactionState):
+                    raise TypeError(f"listener returned {state!r}, not a LocalTransactionState")
+            except Exception:
+                log.exception("local transaction of %s failed; its state is UNKNOWN", sent.msg_id)
+                state = LocalTransactionState.UNKNOWN
+        else:
+            # stored, but not as safely as asked: RocketMQ rolls such a half message back
+            state = LocalTransactionState.ROLLBACK
+        self._end(sent, state, {"traceparent": out.traceparent, "tracestate": out.tracestate})
+        return TransactionSendResult(
+            sent.status,
+            sent.msg_id,
+            sent.offset_msg_id,
+            sent.queue,
+            sent.queue_offset,
+            state,
+        )
+
+    def _end(
+        self, sent: SendResult, state: LocalTransactionState, trace_carrier: dict[str, str]
+    ) -> None:
+        inst = self._started()
+        addr = inst.routes.addr_of(sent.queue.broker_name)
+        if addr is None:
+            log.warning("no address for broker %s: the check will settle it", sent.queue)
+            return
+        _, phys_offset = record.decode_offset_msg_id(sent.offset_msg_id)
+        body = EndTransactionRequest(
+            producer_group=self.group,
+            commit_log_offset=phys_offset,
+            resolution=state.resolution,
+            tran_state_table_offset=sent.queue_offset,
+            msg_id=sent.msg_id,
+            transaction_id=sent.msg_id,
+        )
+        span = inst.tracing.start_transaction(
+            "end_transaction", self.group, sent.msg_id, state.name, trace_carrier
+        )
+        traceparent, tracestate = _context_of(inst, span)
+        error: FerryError | None = None
+        try:
+            inst.connection(addr).request(
+                body,
+                timeout_s=min(END_TIMEOUT_S, self.send_timeout_s),
+                traceparent=traceparent,
+                tracestate=tracestate,
+            )
+        except FerryError as err:
+            error = err
+            log.warning("end of transaction %s not taken by %s: %s", sent.msg_id, addr, err)
+        inst.tracing.end(span, error, address=addr)
+
+    # ---- checks from the broker ----
+
+    def _on_notice(self, address: str, body: AnyReply) -> None:
+        """On an I/O thread: hand the check to a check thread, never block here."""
+        if not isinstance(body, CheckTransactionStateNotice) or body.producer_group != self.group:
+            return
+        with self._checks_lock:
+            checks = self._checks
+            if checks is None:
+                return
+            try:
+                checks.submit(self._check, address, body)
+            except RuntimeError:  # shutting down
+                return
+
+    def _check(self, address: str, notice: CheckTransactionStateNotice) -> None:
+        inst = self._instance
+        if inst is None:
+            return
+        try:
+            msg = checked_message(notice, inst.routes, address)
+        except (record.RecordError, StopIteration, ValueError) as exc:
+            log.warning("check for %s has an unreadable message: %s", notice.msg_id, exc)
+            return
+        try:
+            state = self.listener.check_local_transaction(msg)
+            if not isinstance(state, LocalTransactionState):
+                raise TypeError(f"listener returned {state!r}, not a LocalTransactionState")
+        except Exception:
+            log.exception("checking transaction %s failed; answering UNKNOWN", notice.msg_id)
+            state = LocalTransactionState.UNKNOWN
+        body = EndTransactionRequest(
+            producer_group=self.group,
+            commit_log_offset=notice.commit_log_offset,
+            resolution=state.resolution,
+            tran_state_table_offset=notice.tran_state_table_offset,
+            msg_id=notice.msg_id,
+            transaction_id=notice.transaction_id,
+            from_transaction_check=True,
+        )
+        span = inst.tracing.start_transaction(
+            "check_transaction_state", self.group, notice.msg_id, state.name, msg.properties
+        )
+        traceparent, tracestate = _context_of(inst, span)
+        future: Future[Any] = inst.connection(address).submit(
+            body, timeout_s=END_TIMEOUT_S, traceparent=traceparent, tracestate=tracestate
+        )
+        future.add_done_callback(log_failure(f"answer to the check of {notice.msg_id}"))
+        inst.tracing.end(span, address=address)
+
+
+def _context_of(inst: ClientInstance, span: Span | None) -> tuple[str, str]:
+    """(traceparent, tracestate) that make `span` the parent of a request."""
+    carrier: dict[str, str] = {}
+    inst.tracing.inject(span, carrier)
+    return carrier.get("traceparent", ""), carrier.get("tracestate", "")
+
+
+class _BrokerNames(Protocol):
+    def master_addrs(self) -> dict[str, str]: ...
+
+
+def checked_message(
+    notice: CheckTransactionStateNotice, routes: _BrokerNames, address: str
+) -> MessageExt:
+    """The half message of a check as the application sent it: real topic and queue."""
+    rec = next(record.iter_records(notice.record))
+    broker = next((name for name, addr in routes.master_addrs().items() if addr == address), "")
+    msg = decode_message(rec, broker)
+    real_topic = rec.properties.get(record.PROPERTY_REAL_TOPIC)
+    if real_topic:
+        msg.topic = real_topic
+        real_qid = rec.properties.get(record.PROPERTY_REAL_QID, "")
+        queue_id = int(real_qid) if real_qid.isdigit() else rec.queue_id
+        msg.queue = MessageQueue(real_topic, broker, queue_id)
+    return msg
