@@ -1,0 +1,131 @@
+"""The rows a read yields: one per message, built into Arrow record batches (much cheaper than
+Python tuples), and the pull loop a Spark task runs over one queue range. Runs on executors:
+everything here opens its own client and closes it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from ferry.client import Admin, MessageExt
+from ferry.client.tracing import process_tracing
+from ferry.protocol.codes import PullStatus
+from ferry.protocol.errors import BrokerSystemError
+from ferry.spark.errors import DataLossError
+from ferry.spark.offsets import Range
+from ferry.spark.options import ReadOptions
+
+SCHEMA_DDL = (
+    "topic string, broker string, queue_id int, queue_offset long, msg_id string, "
+    "tags string, keys array<string>, body binary, properties map<string,string>, "
+    "born_timestamp timestamp, store_timestamp timestamp"
+)
+ROWS_PER_BATCH = 4096  # messages per Arrow record batch handed to Spark
+TRACING_SERVICE = "ferry-spark"  # service.name of executors' spans
+
+
+def spark_schema() -> StructType:
+    """SCHEMA_DDL as a StructType, built by hand: parsing DDL needs a JVM, executors' Python
+    workers have none."""
+    return StructType(
+        [
+            StructField("topic", StringType()),
+            StructField("broker", StringType()),
+            StructField("queue_id", IntegerType()),
+            StructField("queue_offset", LongType()),
+            StructField("msg_id", StringType()),
+            StructField("tags", StringType()),
+            StructField("keys", ArrayType(StringType())),
+            StructField("body", BinaryType()),
+            StructField("properties", MapType(StringType(), StringType())),
+            StructField("born_timestamp", TimestampType()),
+            StructField("store_timestamp", TimestampType()),
+        ]
+    )
+
+
+def arrow_schema() -> pa.Schema:
+    """Exactly the Arrow schema Spark checks a read's batches against."""
+    return to_arrow_schema(spark_schema(), timezone="UTC")
+
+
+def to_batch(msgs: list[MessageExt], schema: pa.Schema) -> pa.RecordBatch:
+    columns: list[Any] = [
+        [m.topic for m in msgs],
+        [m.broker_name for m in msgs],
+        [m.queue.queue_id for m in msgs],
+        [m.queue_offset for m in msgs],
+        [m.msg_id for m in msgs],
+        [m.tags for m in msgs],
+        [m.keys for m in msgs],
+        [m.body for m in msgs],
+        [list(m.properties.items()) for m in msgs],
+        [m.born_timestamp * 1000 for m in msgs],  # ms -> the us Spark timestamps hold
+        [m.store_timestamp * 1000 for m in msgs],
+    ]
+    arrays = [pa.array(col, type=field.type) for col, field in zip(columns, schema, strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def read_range(opts: ReadOptions, part: Range) -> Iterator[pa.RecordBatch]:
+    """Every message of part's queue in [start, end), in offset order, as record batches."""
+    schema = arrow_schema()
+    with Admin(opts.namesrv, timeout_ms=opts.timeout_ms) as admin:
+        queue = next(
+            (
+                q
+                for q in admin.queues(part.topic)
+                if q.broker_name == part.broker and q.queue_id == part.queue_id
+            ),
+            None,
+        )
+        if queue is None:
+            raise BrokerSystemError(f"{part.topic} has no queue {part.broker}:{part.queue_id}")
+        offset = part.start
+        pending: list[MessageExt] = []
+        # each batch handed to Spark is a `receive` in its messages' traces (when OTEL_* is set)
+        tracing = process_tracing(TRACING_SERVICE)
+        started_ns = time.time_ns()
+        while offset < part.end:
+            want = min(opts.pull_batch, part.end - offset)
+            got = admin.pull(queue, offset, want, group=opts.pull_group)
+            if got.status == PullStatus.FOUND:
+                pending.extend(m for m in got.messages if m.queue_offset < part.end)
+                offset = got.next_begin_offset
+            elif got.status == PullStatus.OFFSET_ILLEGAL and got.next_begin_offset > offset:
+                if opts.fail_on_data_loss and not part.new_queue:
+                    raise DataLossError(
+                        f"{queue}: offsets {offset}..{got.next_begin_offset - 1} were removed "
+                        "by retention (set failOnDataLoss=false to skip them)"
+                    )
+                offset = got.next_begin_offset
+            else:  # the planned range is no longer there (the queue was truncated or reset)
+                if opts.fail_on_data_loss:
+                    raise DataLossError(
+                        f"{queue}: offset {offset} is not readable ({got.status.name}, the queue "
+                        f"holds {got.min_offset}..{got.max_offset - 1})"
+                    )
+                break
+            if len(pending) >= ROWS_PER_BATCH:
+                tracing.record_receive(opts.pull_group, pending, started_ns, "clustering")
+                yield to_batch(pending, schema)
+                pending = []
+                started_ns = time.time_ns()
+        if pending:
+            tracing.record_receive(opts.pull_group, pending, started_ns, "clustering")
+            yield to_batch(pending, schema)
