@@ -40,6 +40,20 @@ LOCAL_BASE = "ferry-base:bookworm"
 REGISTRY_BASE = "python:3.11-slim"
 KEY_LABEL = "ferry.build-key"
 BASE_LABEL = "ferry.base-recipe"
+# What runs in containers: every service and the SDK/CLI. Not ferry-spark: Spark jobs run on a
+# Spark cluster, and pyspark ships no wheel (pip download --only-binary cannot fetch it).
+IMAGE_PACKAGES = (
+    "ferry-protocol",
+    "ferry-runtime",
+    "ferry-namesrv",
+    "ferry-broker-store",
+    "ferry-broker-remoting",
+    "ferry-index",
+    "ferry-scheduler",
+    "ferry-ha-replicator",
+    "ferry-console",
+    "ferry",
+)
 
 DEBIAN_SUITE = "bookworm"  # its python3 is CPython 3.11, which the wheels target
 DEBIAN_PACKAGES = "python3,python3-venv"
@@ -223,8 +237,10 @@ def engine_platforms() -> list[str]:
 def dependency_wheels(platforms: list[str], download: bool) -> Path | None:
     """The folder of the locked third-party wheels (downloaded once per lock), or None when
     they are not downloaded yet and download is False."""
-    flags = "--frozen --all-packages --no-dev --no-emit-workspace --no-header --quiet"
-    exported = output([*python_tool("uv"), "export", *flags.split(), "--directory", str(ROOT)])
+    flags = ["--frozen", "--no-dev", "--no-emit-workspace", "--no-header", "--quiet"]
+    for package in IMAGE_PACKAGES:
+        flags += ["--package", package]
+    exported = output([*python_tool("uv"), "export", *flags, "--directory", str(ROOT)])
     # Without the "# via" comments, which change whenever a workspace member is added.
     requirements = "\n".join(
         line for line in exported.splitlines() if not line.lstrip().startswith("#")
@@ -257,8 +273,9 @@ def stage_context(deps: Path) -> Path:
         shutil.rmtree(context)
     context.mkdir()
     out_dir = context / "wheels" / "ferry"
-    run([*python_tool("uv"), "build", "--all-packages", "--wheel", "--quiet", "--directory",
-         str(ROOT), "--out-dir", str(out_dir)])  # fmt: skip
+    for package in IMAGE_PACKAGES:  # uv build takes one --package at a time
+        run([*python_tool("uv"), "build", "--package", package, "--wheel", "--quiet",
+             "--directory", str(ROOT), "--out-dir", str(out_dir)])  # fmt: skip
     for stray in out_dir.glob(".*"):  # uv writes a .gitignore there
         stray.unlink()
     shutil.copytree(deps, context / "wheels" / "deps", ignore=shutil.ignore_patterns(".*"))

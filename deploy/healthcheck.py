@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """`ferry-healthcheck SERVICE ENDPOINT`: the containers' health probe (exit 0 when healthy).
 
+The console is healthy when its /healthz URL answers 200.
+
 A service is healthy when it answers a ping with its name (namesrv, broker-store, and any
 service built on ferry.runtime's loop). broker-remoting is healthy when it answers a
 runtime-info request with its store's offsets, that is when the whole broker group serves.
@@ -11,6 +13,8 @@ seconds (no CLI framework, one socket, one request).
 from __future__ import annotations
 
 import sys
+import urllib.error
+import urllib.request
 
 import zmq
 
@@ -43,8 +47,18 @@ def ask(endpoint: str, body: AnyRequest) -> object:
         ctx.term()
 
 
+def check_http(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT_MS / 1000) as response:  # noqa: S310
+            return "" if response.status == 200 else f"{url} answered {response.status}"
+    except (urllib.error.URLError, OSError) as exc:
+        return f"{url}: {exc}"
+
+
 def check(service: str, endpoint: str) -> str:
     """Returns '' when healthy, else why not."""
+    if service == "console":
+        return check_http(endpoint)
     if service == "broker-remoting":
         reply = ask(endpoint, GetBrokerRuntimeInfoRequest())
         if not isinstance(reply, BrokerRuntimeInfoReply):
