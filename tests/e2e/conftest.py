@@ -26,10 +26,20 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "deploy" / "docker-compose.yml"
 BUILD_SCRIPT = ROOT / "deploy" / "build_images.py"
 E2E_CONF = Path(__file__).resolve().parent / "broker-e2e.conf"
+HA_CONF = Path(__file__).resolve().parent / "broker-e2e-ha.conf"
 PROJECT_PREFIX = "ferry-e2e-"
 # A loopback address other than the default, to show that clients follow BROKER_IP1.
 ADVERTISED_HOST = "127.0.0.2"
-SERVICES = ("namesrv", "broker-store", "broker-index", "broker-remoting")
+SERVICES = (
+    "namesrv",
+    "broker-store",
+    "broker-index",
+    "broker-scheduler",
+    "broker-remoting",
+    "console",
+    "broker-ha",
+)
+SLAVE_SERVICES = ("broker-s-store", "broker-s-index", "broker-s-ha", "broker-s-remoting")
 
 
 def _run(args: list[str], timeout: float = 120.0, env: Mapping[str, str] | None = None) -> str:
@@ -88,7 +98,12 @@ class ComposeStack:
     compose: list[str]
     project: str
     settings: dict[str, str]
+    profiles: tuple[str, ...] = ()
     env: dict[str, str] = field(init=False)
+
+    @property
+    def services(self) -> tuple[str, ...]:
+        return SERVICES + (SLAVE_SERVICES if "slave" in self.profiles else ())
 
     def __post_init__(self) -> None:
         self.env = {**os.environ, **self.settings}
@@ -98,11 +113,16 @@ class ComposeStack:
         return f"{self.settings['PUBLISH_HOST']}:{self.settings['NAMESRV_PORT']}"
 
     @property
+    def console_url(self) -> str:
+        return f"http://{self.settings['PUBLISH_HOST']}:{self.settings['CONSOLE_PORT']}"
+
+    @property
     def broker_addr(self) -> str:
         return f"{self.settings['BROKER_IP1']}:{self.settings['BROKER_PORT']}"
 
     def run(self, *args: str, timeout: float = 120.0) -> str:
-        command = [*self.compose, "-p", self.project, "-f", str(COMPOSE_FILE), *args]
+        profiles = [arg for profile in self.profiles for arg in ("--profile", profile)]
+        command = [*self.compose, "-p", self.project, "-f", str(COMPOSE_FILE), *profiles, *args]
         return _run(command, timeout, self.env)
 
     def up(self) -> None:
@@ -140,7 +160,7 @@ class ComposeStack:
     def health(self) -> dict[str, str]:
         """Service -> healthy, starting, unhealthy, or the state of a stopped container."""
         ids = self.containers()
-        out = dict.fromkeys(SERVICES, "missing")
+        out = dict.fromkeys(self.services, "missing")
         if ids:
             template = (
                 '{{index .Config.Labels "com.docker.compose.service"}} '
@@ -164,7 +184,9 @@ class ComposeStack:
 
     def logs(self, service: str = "") -> str:
         done = subprocess.run(
-            [*self.compose, "-p", self.project, "-f", str(COMPOSE_FILE), "logs", "--no-color"]
+            [*self.compose, "-p", self.project, "-f", str(COMPOSE_FILE)]
+            + [arg for profile in self.profiles for arg in ("--profile", profile)]
+            + ["logs", "--no-color"]
             + ([service] if service else []),
             capture_output=True,
             text=True,
@@ -209,7 +231,7 @@ def ferry_image(docker_engine: None) -> str:
         [sys.executable, str(BUILD_SCRIPT), "--offline"],
         capture_output=True,
         text=True,
-        timeout=100,
+        timeout=900,  # a rebuild of Ferry's layer takes minutes on a loaded machine
         check=False,
     )
     if done.returncode != 0:
@@ -217,8 +239,10 @@ def ferry_image(docker_engine: None) -> str:
     return os.environ.get("FERRY_IMAGE", "ferry:latest")
 
 
-@pytest.fixture(scope="module")
-def stack(ferry_image: str) -> Iterator[ComposeStack]:
+def open_stack(
+    ferry_image: str, conf: Path = E2E_CONF, profiles: tuple[str, ...] = ()
+) -> ComposeStack:
+    """A new compose project on free ports (not started yet)."""
     compose = compose_command()
     remove_abandoned_stacks(compose)
     settings = {
@@ -226,11 +250,29 @@ def stack(ferry_image: str) -> Iterator[ComposeStack]:
         "BROKER_IP1": ADVERTISED_HOST,
         "PUBLISH_HOST": ADVERTISED_HOST,
         "BROKER_PORT": str(free_port(ADVERTISED_HOST)),
+        "SLAVE_BROKER_PORT": str(free_port(ADVERTISED_HOST)),
         "NAMESRV_PORT": str(free_port(ADVERTISED_HOST)),
-        "BROKER_CONF": str(E2E_CONF),
+        "CONSOLE_PORT": str(free_port(ADVERTISED_HOST)),
+        "BROKER_CONF": str(conf),
     }
     project = f"{PROJECT_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    s = ComposeStack(compose, project, settings)
+    return ComposeStack(compose, project, settings, profiles)
+
+
+@pytest.fixture(scope="module")
+def stack(ferry_image: str) -> Iterator[ComposeStack]:
+    s = open_stack(ferry_image)
+    try:
+        s.up()
+        yield s
+    finally:
+        s.down(volumes=True)
+
+
+@pytest.fixture(scope="module")
+def ha_stack(ferry_image: str) -> Iterator[ComposeStack]:
+    """A SYNC_MASTER broker group and its slave group (`--profile slave`)."""
+    s = open_stack(ferry_image, conf=HA_CONF, profiles=("slave",))
     try:
         s.up()
         yield s

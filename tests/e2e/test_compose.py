@@ -4,77 +4,30 @@ the store container and a compose down + up."""
 
 from __future__ import annotations
 
-import threading
+import urllib.error
+import urllib.request
 from typing import TYPE_CHECKING
 
 import pytest
+from e2e_support import SteadyLoad, consume_all
 from itest_support import wait_for
 
-from ferry.client import (
-    Admin,
-    ConsumeFromWhere,
-    FerryError,
-    Message,
-    MessageExt,
-    Producer,
-    PullConsumer,
-    SendStatus,
-)
+from ferry.client import Admin, FerryError, Message, Producer, SendStatus
 
 if TYPE_CHECKING:
     from conftest import ComposeStack
 
-pytestmark = pytest.mark.e2e
+# compose up waits on a chain of health checks: minutes on a loaded machine
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 
-def consume_all(namesrv: str, group: str, topic: str, want: set[bytes]) -> list[MessageExt]:
-    """Polls a new group from the first offset until every body in `want` has arrived."""
-    got: list[MessageExt] = []
-    with PullConsumer(group, namesrv, consume_from=ConsumeFromWhere.FIRST_OFFSET) as consumer:
-        consumer.subscribe(topic, "*")
-
-        def arrived() -> bool:
-            got.extend(consumer.poll(timeout=1.0))
-            return want <= {m.body for m in got}
-
-        wait_for(arrived, timeout=60, what=f"{len(want)} messages of {topic}")
-        consumer.commit()
-    return got
-
-
-class SteadyLoad:
-    """One producer sending numbered messages back to back, noting which were acknowledged."""
-
-    def __init__(self, namesrv: str, topic: str) -> None:
-        self.namesrv = namesrv
-        self.topic = topic
-        self.acked: list[bytes] = []
-        self.failures = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="steady-load", daemon=True)
-
-    def _run(self) -> None:
-        with Producer("e2e-load", self.namesrv, send_timeout_ms=2000, retry_times=0) as producer:
-            seq = 0
-            while not self.stop.is_set():
-                body = f"load-{seq}".encode()
-                seq += 1
-                try:
-                    result = producer.send(Message(self.topic, body))
-                except FerryError:
-                    self.failures += 1
-                    self.stop.wait(0.05)  # back off while the broker is down
-                    continue
-                if result.status is SendStatus.SEND_OK:
-                    self.acked.append(body)
-
-    def __enter__(self) -> SteadyLoad:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop.set()
-        self.thread.join(30)
+def _page(url: str) -> str:
+    """The page's HTML, or '' while the console cannot show it."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return str(response.read().decode())
+    except (urllib.error.URLError, OSError):
+        return ""
 
 
 def test_host_clients_reach_the_broker_through_the_published_ports(running: ComposeStack) -> None:
@@ -101,6 +54,16 @@ def test_host_clients_reach_the_broker_through_the_published_ports(running: Comp
             what="the key in the index container",
         )
     assert [m.body for m in found] == [bodies[0]]
+
+    # the console container serves through its published port and finds the broker group
+    # through the name server's container (the broker itself it reaches only when BROKER_IP1
+    # is an address containers can reach: deploy/README.md)
+    cluster_page = wait_for(
+        lambda: _page(f"{running.console_url}/"),
+        timeout=60,
+        what="the console's cluster page",
+    )
+    assert running.broker_addr in cluster_page
 
 
 def test_acknowledged_messages_survive_kill_9_of_the_store_container(

@@ -52,10 +52,12 @@ class Cluster:
         return self.local.broker_addr
 
     def restart_broker(self) -> None:
-        """Stops the broker group (store, index, remoting) cleanly and starts it again on the
-        same port and dir."""
+        """Stops the broker group (store, index, scheduler, remoting) cleanly and starts it
+        again on the same port and dir."""
         port = self.broker_addr.rsplit(":", 1)[1]
-        for name in ("broker-remoting", "index", "broker-store"):
+        # the HA port too: derived from the broker port (+1) it may be taken by now
+        ha_port = self.local.ha_addr.rsplit(":", 1)[1]
+        for name in ("broker-remoting", "ha-replicator", "scheduler", "index", "broker-store"):
             sp = self.local.get(name)
             sp.stop()
             self.local.processes.remove(sp)
@@ -64,7 +66,7 @@ class Cluster:
             str(self.dir / "broker-a"),
             namesrv_addr=self.namesrv,
             broker_port=int(port),
-            overrides=self.overrides,
+            overrides={**self.overrides, "haListenPort": ha_port},
             env=self.env,
         )
 
@@ -89,6 +91,9 @@ class ReceivedSpan:
     parent_span_id: str
     kind: int
     attributes: dict[str, Any]
+    # (trace id, span id) of each link, hex
+    links: list[tuple[str, str]] = field(default_factory=list)
+    resource: dict[str, Any] = field(default_factory=dict)
 
 
 class OtlpSink:
@@ -100,9 +105,10 @@ class OtlpSink:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                request = trace_service_pb2.ExportTraceServiceRequest()
-                request.ParseFromString(body)
-                sink.add(request)
+                if self.path == "/v1/traces":  # metrics and logs are taken and dropped
+                    request = trace_service_pb2.ExportTraceServiceRequest()
+                    request.ParseFromString(body)
+                    sink.add(request)
                 reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
@@ -129,9 +135,11 @@ class OtlpSink:
                     ),
                     "",
                 )
+                resource = {a.key: _any_value(a.value) for a in rs.resource.attributes}
                 for ss in rs.scope_spans:
                     for s in ss.spans:
-                        attrs = {a.key: a.value for a in s.attributes}
+                        attrs = {a.key: _any_value(a.value) for a in s.attributes}
+                        links = [(ln.trace_id.hex(), ln.span_id.hex()) for ln in s.links]
                         self.spans.append(
                             ReceivedSpan(
                                 service,
@@ -141,6 +149,8 @@ class OtlpSink:
                                 s.parent_span_id.hex(),
                                 s.kind,
                                 attrs,
+                                links,
+                                resource,
                             )
                         )
 
@@ -163,6 +173,14 @@ class OtlpSink:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)
+
+
+def _any_value(value: Any) -> Any:
+    """An OTLP AnyValue as a Python value (strings, ints, bools, doubles, string arrays)."""
+    which = value.WhichOneof("value")
+    if which == "array_value":
+        return [_any_value(v) for v in value.array_value.values]
+    return getattr(value, which) if which else None
 
 
 class RawClient:

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,6 +60,8 @@ class DevUp:
                 "0",
                 "--broker-port",
                 "0",
+                "--console-port",
+                "0",
                 "--set",
                 "mappedFileSizeCommitLog=1048576",
             ],
@@ -68,7 +71,8 @@ class DevUp:
         )
         assert self.proc.stdout is not None
         self.reader = LineReader(self.proc.stdout)
-        ready = self.reader.wait_for_prefix("READY ")
+        # seven processes start one after another; generous for a loaded machine
+        ready = self.reader.wait_for_prefix("READY ", timeout=180)
         self.fields = dict(part.split("=", 1) for part in ready.split()[1:])
 
     def close(self) -> None:
@@ -92,6 +96,10 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_dev_up_prints_ready_then_admin_commands_work(dev_up: DevUp) -> None:
     ns = dev_up.fields["namesrv"]
     assert ns.startswith("127.0.0.1:")
+    console = dev_up.fields["console"]
+    assert console.startswith("http://127.0.0.1:")
+    with urllib.request.urlopen(console + "/", timeout=30) as page:
+        assert "broker-a" in page.read().decode()
     made = run(FERRY, "admin", "updateTopic", "-n", ns, "-t", "CliTopic", "-r", "3", "-w", "3")
     assert made.returncode == 0, made.stderr
     assert "CliTopic" in made.stdout
@@ -109,7 +117,7 @@ def test_dev_up_prints_ready_then_admin_commands_work(dev_up: DevUp) -> None:
     assert "broker-a" in clusters.stdout
     assert "DefaultCluster" in clusters.stdout
     missing = run(FERRY, "admin", "topicRoute", "-n", ns, "-t", "NoSuchTopic")
-    assert missing.returncode == 1
+    assert missing.returncode == 3  # not found
     assert "TOPIC_NOT_EXIST" in missing.stderr
 
 

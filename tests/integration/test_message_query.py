@@ -350,5 +350,5 @@ def test_the_query_commands_print_tables_and_json(cluster: Cluster, index: Index
     assert all(f"cli-{i}" in printed.stdout for i in range(3))
 
     missing = run_cli("queryMsgById", *ns, "-i", "00" * 16)
-    assert missing.exit_code == 1
+    assert missing.exit_code == 3  # not found (docs/operations.md: exit codes)
     assert "error" in missing.output

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -86,8 +87,10 @@ def test_three_members_split_eight_queues_and_take_over_when_one_leaves(
 
 
 def test_a_failed_message_comes_back_with_its_reconsume_times_then_goes_to_the_dlq(
-    cluster: Cluster,
+    cluster_factory: Callable[..., Cluster],
 ) -> None:
+    # retries wait for delay level 3 + reconsume times: short levels keep the test fast
+    cluster = cluster_factory(messageDelayLevel="1s 1s 1s 1s 1s")
     create_topic(cluster.namesrv, "Retried", 2)
     received = Received()
 

@@ -1,0 +1,432 @@
+"""The console in a real browser against a real cluster: every page shows the messages sent
+(one traced, one delayed, one retried into the DLQ), its forms create a topic, resend a dead
+letter and reset offsets, and spans exported by the OpenTelemetry SDK show on the message's
+trace page. Screenshots go to test-artifacts/console/.
+
+The browser is Debian's chromium with its chromedriver (`make deps` installs both); nothing is
+downloaded. Where they are missing the tests fail in CI and skip elsewhere."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from itest_support import SMALL_STORE, wait_for
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import Link, SpanKind
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+from ferry.client import (
+    Admin,
+    ConsumeFromWhere,
+    ConsumeResult,
+    Message,
+    MessageExt,
+    Producer,
+    PushConsumer,
+)
+from ferry.protocol.errors import FerryError
+from ferry.runtime.launcher import LocalCluster, start_local_cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+TOPIC = "ConsoleTopic"
+GROUP = "ConsoleGroup"
+APP = "console-test-app"
+FAST_LEVELS = " ".join(["1s"] * 18)  # retries and delays of one second
+
+
+# ---- headless Chromium (Debian's chromium + chromium-driver), never downloaded ----
+
+ARTIFACTS = Path(__file__).parents[2] / "test-artifacts" / "console"
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+
+
+def find_browser() -> tuple[str, str] | None:
+    driver = shutil.which("chromedriver")
+    browser = next((p for p in map(shutil.which, BROWSERS) if p), None)
+    return (browser, driver) if browser and driver else None
+
+
+def start_browser() -> webdriver.Chrome:
+    found = find_browser()
+    if found is None:
+        message = "chromium and chromedriver are not installed: run `make deps`"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    browser, driver = found
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",  # CI runs as root
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1400,1000",
+    ):
+        options.add_argument(arg)
+    return webdriver.Chrome(options=options, service=Service(executable_path=driver))
+
+
+def text(driver: webdriver.Chrome) -> str:
+    return str(driver.find_element(By.TAG_NAME, "body").text)
+
+
+def open_until(
+    driver: webdriver.Chrome,
+    url: str,
+    check: Callable[[str], Any],
+    timeout: float = 60.0,
+    what: str = "",
+) -> str:
+    """Loads url until check(page text) holds (the console samples and receives spans
+    asynchronously); fails at the deadline with the last page text."""
+    deadline = time.monotonic() + timeout
+    while True:
+        driver.get(url)
+        body = text(driver)
+        if check(body):
+            return body
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what or url}:\n{body[:3000]}")
+        time.sleep(0.3)  # wait-ok: reload interval of a deadline-bounded wait
+
+
+def element_text(driver: webdriver.Chrome, element_id: str) -> str:
+    """The text of an element, "" while the page holding it is not there (yet)."""
+    found = driver.find_elements(By.ID, element_id)
+    return str(found[0].text) if found else ""
+
+
+def wait_element(driver: webdriver.Chrome, element_id: str, want: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while want not in element_text(driver, element_id):
+        if time.monotonic() > deadline:
+            pytest.fail(f"#{element_id} never showed {want!r}:\n{text(driver)[:3000]}")
+        time.sleep(0.1)  # wait-ok: polling interval of a deadline-bounded wait
+
+
+def wait_for_page(driver: webdriver.Chrome, check: Callable[[], bool], timeout: float = 30) -> None:
+    """Waits until check() holds on the page the browser shows (a submitted form's answer
+    loads after click() returns); fails at the deadline with the page text."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the page never showed what was expected:\n{text(driver)[:3000]}")
+        time.sleep(0.1)  # wait-ok: polling interval of a deadline-bounded wait
+
+
+def screenshot(driver: webdriver.Chrome, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    height = driver.execute_script("return document.body.scrollHeight")
+    driver.set_window_size(1400, min(max(int(height) + 100, 600), 4000))
+    driver.save_screenshot(str(path))
+    driver.set_window_size(1400, 1000)
+    return path
+
+
+@dataclass
+class Sent:
+    traced: str = ""
+    delayed: str = ""
+    doomed: str = ""
+    received: list[MessageExt] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass
+class Console:
+    cluster: LocalCluster
+    url: str
+    provider: TracerProvider
+
+    @property
+    def namesrv(self) -> str:
+        return self.cluster.namesrv_addr
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    env = {**os.environ, "FERRY_sampleIntervalMs": "500"}
+    for key in [k for k in env if k.startswith("OTEL_")]:
+        del env[key]  # the launcher points the services at the console
+    cluster = start_local_cluster(
+        str(tmp_path_factory.mktemp("console")),
+        overrides={**SMALL_STORE, "messageDelayLevel": FAST_LEVELS},
+        env=env,
+        console_port=0,
+    )
+    provider = TracerProvider(resource=Resource.create({"service.name": APP}))
+    provider.add_span_processor(
+        BatchSpanProcessor(
+            OTLPSpanExporter(endpoint=f"{cluster.console_url}/v1/traces"),
+            schedule_delay_millis=100,
+        )
+    )
+    try:
+        yield Console(cluster, cluster.console_url, provider)
+    finally:
+        provider.shutdown()
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    driver = start_browser()
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def submit(driver: webdriver.Chrome, form_id: str, **fields: str) -> None:
+    form = driver.find_element(By.ID, form_id)
+    for name, value in fields.items():
+        box = form.find_element(By.NAME, name)
+        if box.tag_name == "select":
+            box.find_element(By.CSS_SELECTOR, f"option[value='{value}']").click()
+        else:
+            box.clear()
+            box.send_keys(value)
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+
+
+def send_and_consume(c: Console) -> tuple[Sent, PushConsumer]:
+    """A traced message, a delayed one, and one the listener fails until it lands in the DLQ;
+    the consumer is left running (a live member), the caller shuts it down."""
+    sent = Sent()
+
+    def listen(msgs: list[MessageExt]) -> ConsumeResult:
+        with sent.lock:
+            sent.received.extend(msgs)
+        return ConsumeResult.RECONSUME_LATER if msgs[0].body == b"doomed" else ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(
+        GROUP,
+        c.namesrv,
+        consume_from=ConsumeFromWhere.FIRST_OFFSET,
+        max_reconsume_times=1,
+        tracer_provider=c.provider,
+    )
+    consumer.subscribe(TOPIC)
+    consumer.register_listener(listen)
+    consumer.start()
+    with Producer("ConsoleProducers", c.namesrv, tracer_provider=c.provider) as producer:
+        sent.traced = producer.send(
+            Message(TOPIC, b"traced hello", tags="T", keys="traced-key")
+        ).msg_id
+        sent.delayed = producer.send(
+            Message(TOPIC, b"delayed hello", keys="delayed-key", delay_level=2)
+        ).msg_id
+        sent.doomed = producer.send(Message(TOPIC, b"doomed", keys="dlq-key")).msg_id
+
+        def bodies() -> set[bytes]:
+            with sent.lock:
+                return {m.body for m in sent.received}
+
+        wait_for(lambda: {b"traced hello", b"delayed hello"} <= bodies(), 60, "deliveries")
+        with Admin(c.namesrv) as admin:
+
+            def dead_letters() -> int:
+                try:
+                    stats = admin.topic_stats(f"%DLQ%{GROUP}")
+                except FerryError:
+                    return 0
+                return sum(q.max_offset - q.min_offset for qs in stats.values() for q in qs)
+
+            wait_for(lambda: dead_letters() == 1, 60, "the doomed message in the DLQ")
+        c.provider.force_flush()
+    return sent, consumer
+
+
+def test_console_pages_show_the_cluster_and_its_messages(
+    console: Console, browser: webdriver.Chrome
+) -> None:
+    url = console.url
+    # cluster: the broker group, its master and version
+    page = open_until(browser, url + "/", lambda t: "broker-a" in t)
+    assert "DefaultCluster" in page and "master (ASYNC_MASTER)" in page
+    assert console.namesrv in page
+
+    # topics: create one through the form
+    browser.get(url + "/topics")
+    submit(browser, "topic-form", topic=TOPIC, read="4", write="4", perm="6")
+    wait_element(browser, "topic-name", TOPIC)
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#queues tbody tr")) == 4
+
+    sent, consumer = send_and_consume(console)
+    try:
+        check_pages(console, browser, sent)
+    finally:
+        consumer.shutdown()
+
+    # offsets reset by time, once the group is gone: the whole topic is lag again
+    browser.get(f"{url}/group/{GROUP}?topic={TOPIC}")
+    rows = "#reset-offsets tbody tr"
+    submit(browser, "reset-form", topic=TOPIC, time="1970-01-01 00:00:00")
+    # the click returns before the answer page has loaded: wait for it
+    wait_for_page(browser, lambda: len(browser.find_elements(By.CSS_SELECTOR, rows)) == 4)
+    browser.get(f"{url}/group/{GROUP}?topic={TOPIC}")
+    assert int(browser.find_element(By.ID, "group-lag").text) >= 3
+
+    # update the topic's permission through the form
+    browser.get(f"{url}/topic/{TOPIC}")
+    submit(browser, "topic-form", perm="4")
+    # the old page shows the route too: wait until the answer shows the new permission
+    wait_for_page(browser, lambda: element_text(browser, "route").split()[-1:] == ["4"])
+
+
+def check_pages(console: Console, browser: webdriver.Chrome, sent: Sent) -> None:
+    url = console.url
+    # cluster: messages in and out counted, TPS charted
+    page = open_until(browser, url + "/", lambda t: "broker-a" in t)
+    row = browser.find_element(By.CSS_SELECTOR, "#brokers tbody tr").text
+    assert "0.1.0" in row
+    assert "<polyline" in browser.page_source
+    screenshot(browser, "cluster")
+
+    page = open_until(
+        browser, f"{url}/topic/{TOPIC}", lambda t: "3 messages stored" in t, what="3 stored"
+    )
+    assert GROUP in browser.find_element(By.ID, "topic-groups").text
+    screenshot(browser, "topic")
+    page = open_until(browser, url + "/topics", lambda t: TOPIC in t)
+
+    # consumer groups: found by the sampler, lag and members on the group page
+    open_until(browser, url + "/groups", lambda t: GROUP in t, what="the group sampled")
+    screenshot(browser, "groups")
+    browser.find_element(By.LINK_TEXT, GROUP).click()
+    wait_for_page(browser, lambda: browser.current_url.endswith(f"/group/{GROUP}"))
+    page = open_until(  # the member commits its offsets every few seconds
+        browser,
+        browser.current_url,
+        lambda _t: element_text(browser, "group-lag") == "0",
+        what="lag 0 once the member committed",
+    )
+    assert "ConsoleTopic" in page and "broker-a" in page
+    (member,) = browser.find_elements(By.CSS_SELECTOR, "#members li")
+    assert "@" in member.text  # a client id, ip@pid@...
+    owners = [
+        r.text.split()[-1] for r in browser.find_elements(By.CSS_SELECTOR, "#progress-2 tbody tr")
+    ]
+    assert owners == [member.text] * 4  # the one member owns every queue
+    assert "<polyline" in browser.page_source or "waiting for samples" in page
+    screenshot(browser, "group")
+
+    # messages: by topic and time, by key, by id
+    page = open_until(
+        browser,
+        f"{url}/messages?mode=time&topic={TOPIC}&begin=0",
+        lambda t: "doomed" in t and "delayed hello" in t and "traced hello" in t,
+    )
+    screenshot(browser, "messages")
+    browser.get(f"{url}/messages?mode=key&topic={TOPIC}&key=traced-key&begin=0")
+    assert browser.find_element(By.ID, "result-count").text.startswith("1 message")
+    browser.get(f"{url}/messages?mode=id&topic={TOPIC}&id={sent.traced}")
+    assert "traced hello" in text(browser)
+    browser.find_element(By.LINK_TEXT, sent.traced).click()
+    wait_for_page(browser, lambda: element_text(browser, "body") == "traced hello")
+    assert "traceparent" in browser.find_element(By.ID, "properties").text
+    screenshot(browser, "message")
+
+    # DLQ: the dead letter, browsed, then resent to its origin topic
+    page = open_until(browser, url + "/dlq", lambda t: f"%DLQ%{GROUP}" in t)
+    row = browser.find_element(By.CSS_SELECTOR, "#dlq tbody tr").text
+    assert row.split()[2] == "1"
+    screenshot(browser, "dlq")
+    browser.find_element(By.LINK_TEXT, "browse").click()
+    wait_for_page(browser, lambda: "doomed" in text(browser))
+    browser.find_element(By.CSS_SELECTOR, "a.msg-link").click()
+    wait_for_page(browser, lambda: bool(browser.find_elements(By.ID, "resend-form")))
+    assert browser.find_element(By.NAME, "topic").get_attribute("value") == TOPIC
+    submit(browser, "resend-form")
+    wait_element(browser, "resent", f"Resent to {TOPIC}")
+    screenshot(browser, "resent")
+
+    # trace: the traced message's path, across its send trace and the consumer's trace
+    open_until(
+        browser,
+        f"{url}/trace/message/{sent.traced}?topic={TOPIC}",
+        lambda t: f"process {TOPIC}" in t and "ferry-broker-store" in t,
+        what="the traced message's spans",
+    )
+    services = browser.find_element(By.ID, "trace-services").text
+    assert APP in services and "ferry-broker-remoting" in services
+    send_rows = [
+        r
+        for r in browser.find_elements(By.CSS_SELECTOR, ".span-row")
+        if APP in r.text and f"send {TOPIC}" in r.text
+    ]
+    assert send_rows, "the producer's send span is shown"
+    send_id = send_rows[0].get_attribute("id")
+    links = browser.find_elements(By.CSS_SELECTOR, "a.span-link")
+    assert any(a.get_attribute("href").endswith("#" + send_id) for a in links)
+    screenshot(browser, "trace")
+
+
+def test_spans_from_the_sdk_exporter_show_on_the_message_trace_page(
+    console: Console, browser: webdriver.Chrome
+) -> None:
+    msg_id = f"OTLP-{time.time_ns():x}"
+    tracer = console.provider.get_tracer("console-test")
+    with (
+        tracer.start_as_current_span(
+            "send Orders", kind=SpanKind.PRODUCER, attributes={"messaging.message.id": msg_id}
+        ) as send,
+        tracer.start_as_current_span("store Orders"),
+    ):
+        pass
+    receive = tracer.start_span(
+        "receive Orders", kind=SpanKind.CLIENT, links=[Link(send.get_span_context())]
+    )
+    receive.end()
+    assert console.provider.force_flush()
+    page = open_until(
+        browser,
+        f"{console.url}/traces?msg_id={urllib.parse.quote(msg_id)}",
+        lambda t: "receive Orders" in t,
+        what="the exported spans",
+    )
+    assert "3 spans in 2 traces" in page
+    assert "send Orders" in page and "store Orders" in page
+    send_id = f"span-{send.get_span_context().span_id:016x}"
+    link = browser.find_element(By.CSS_SELECTOR, "a.span-link")
+    assert link.get_attribute("href").endswith("#" + send_id)
+    screenshot(browser, "otlp-trace")
+    browser.get(console.url + "/traces")
+    assert "receive Orders" in text(browser)  # a root of its own in the recent traces
+
+
+def test_bad_queries_get_error_pages_and_the_console_stays_up(
+    console: Console, browser: webdriver.Chrome
+) -> None:
+    cases = {
+        "/topic/no%20such": "400",
+        "/topic/NoSuchTopic": "404",
+        "/messages?mode=time&topic=ConsoleTopic&begin=yesterday": "400",
+        "/messages?mode=nope": "400",
+        "/message/XYZ": "400",
+        "/trace/notahexid": "400",
+        "/group/" + "g" * 300: "400",
+    }
+    for path, code in cases.items():
+        browser.get(console.url + path)
+        assert browser.find_element(By.CSS_SELECTOR, "h1.error-title").text.startswith(code), path
+    screenshot(browser, "error")
+    browser.get(console.url + "/")
+    assert "broker-a" in text(browser)
