@@ -3,7 +3,7 @@ PYTHON ?= python3
 UV := $(PYTHON) -m uv
 RUN := $(UV) run --frozen --all-packages
 
-.PHONY: install up test lint fmt bench clean images
+.PHONY: install up test lint fmt bench bench-peers clean images deps
 
 install:
 	@$(PYTHON) -m uv --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check uv
@@ -15,7 +15,7 @@ up: install
 lint: install
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
-	$(RUN) mypy libs services sdk
+	$(RUN) mypy libs services sdk spark
 
 fmt: install
 	$(RUN) ruff format .
@@ -26,12 +26,28 @@ fmt: install
 images: install
 	$(PYTHON) deploy/build_images.py
 
-test: lint
+# What the tests need from Debian: chromium and its driver (the console's browser tests).
+# Installed only when missing; CI runs as root on Debian bookworm.
+deps:
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
+test: lint deps
 	$(PYTHON) deploy/build_images.py --if-docker
 	$(RUN) pytest
 
 bench: install
 	$(RUN) python bench/run.py
+
+# Ferry against Redis Streams, NATS JetStream and RabbitMQ (docs/benchmarks.md, "Peers"):
+# installs the brokers (apt) and their Python clients (the `bench` group) when missing.
+# `make bench-peers ARGS=--quick` for a smoke run.
+bench-peers:
+	@$(PYTHON) -m uv --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check uv
+	@sh bench/peers/install.sh
+	$(UV) sync --frozen --all-packages --group bench
+	$(UV) run --frozen --all-packages --group bench python bench/compare_peers.py $(ARGS)
 
 clean:
 	rm -rf .venv .ferry .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,57 @@
+"""What every driver shares: the body, the stamp for latency, pacing and percentiles."""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+BODY = b"x" * 1024
+PIPELINE = 1000  # Redis commands per round trip, NATS pending publishes, RabbitMQ confirm window
+STAMP = struct.Struct(">q")  # perf_counter_ns at send, the first 8 bytes of a latency body
+
+
+class Latency(NamedTuple):
+    p50: float
+    p99: float
+    sent_rate: float = 0.0  # end to end: the rate the sender kept (0: not known)
+
+
+def percentiles(samples_us: Sequence[float]) -> Latency:
+    if not samples_us:
+        raise RuntimeError("no latency samples (nothing was delivered)")
+    ordered = sorted(samples_us)
+
+    def at(p: float) -> float:
+        return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+    return Latency(at(0.5), at(0.99))
+
+
+def stamped() -> bytes:
+    return STAMP.pack(time.perf_counter_ns()) + BODY[STAMP.size :]
+
+
+class Pacer:
+    """Iterates `total` stamped bodies at `rate` per second (each stamped when it is due);
+    afterwards `sent_rate` tells whether the sender kept up (a loaded machine may not)."""
+
+    def __init__(self, total: int, rate: int) -> None:
+        self.total = total
+        self.rate = rate
+        self.sent_rate = 0.0
+
+    def __iter__(self) -> Iterator[bytes]:
+        interval = 1.0 / self.rate
+        start = time.perf_counter()
+        for i in range(self.total):
+            ahead = start + i * interval - time.perf_counter()
+            if ahead > 0:
+                time.sleep(ahead)  # pacing the load; sleeping lets the consumer thread run
+            yield stamped()
+        self.sent_rate = self.total / max(time.perf_counter() - start, 1e-9)
+
+    def result(self, samples_us: Sequence[float]) -> Latency:
+        p50, p99, _ = percentiles(samples_us)
+        return Latency(p50, p99, self.sent_rate)
