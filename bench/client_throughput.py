@@ -20,7 +20,6 @@ before and after are measured in the same session under the same load.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import json
 import os
 import resource
@@ -74,8 +73,8 @@ def send_async_singles(namesrv: str, topic: str, count: int) -> float:
         producer.send(Message(topic, BODY))  # the route, before timing
         started = time.perf_counter()
         futures = [producer.send_async(Message(topic, BODY)) for _ in range(count)]
-        for fut in concurrent.futures.as_completed(futures, timeout=300):
-            fut.result()
+        for fut in futures:  # in order: as_completed costs ~8 µs a future, result() ~2
+            fut.result(timeout=300)
         return float(count / (time.perf_counter() - started))
 
 

@@ -4,7 +4,6 @@ those scripts and of this comparison mean the same thing."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 import time
 
@@ -58,8 +57,8 @@ class FerrySide:
             producer.send(Message(topic, BODY))  # the route, before timing
             started = time.perf_counter()
             futures = [producer.send_async(Message(topic, BODY)) for _ in range(count)]
-            for fut in concurrent.futures.as_completed(futures, timeout=300):
-                fut.result()
+            for fut in futures:  # in order: as_completed costs ~8 µs a future, result() ~2
+                fut.result(timeout=300)
             return count / (time.perf_counter() - started)
 
     def sync_latency(self, topic: str, samples: int) -> Latency:

@@ -176,6 +176,28 @@ def test_tag_expression_filters_exactly(cluster: LocalCluster) -> None:
     assert len(got) == 20 and extra == []
 
 
+def test_send_batch_ids_keys_and_properties_arrive(cluster: LocalCluster) -> None:
+    """A batch of plain messages (encoded in one pass) and one with properties of its own
+    (the general path) store the same fields: ids in order, tags, keys, properties."""
+    create(cluster, "BatchFields", 1)
+    plain = [
+        Message("BatchFields", f"p{i}".encode(), tags="T", keys=[f"k{i}", "x"]) for i in range(5)
+    ]
+    general = [Message("BatchFields", b"g", keys=["g"], properties={"color": "red"})] + plain[:1]
+    with Producer("pg-batch-fields", cluster.namesrv_addr) as producer:
+        ids = producer.send_batch(plain).msg_id.split(",") + producer.send_batch(
+            general
+        ).msg_id.split(",")
+    with PullConsumer("cg-batch-fields", cluster.namesrv_addr, ConsumeFromWhere.FIRST_OFFSET) as c:
+        c.subscribe("BatchFields")
+        got = sorted(drain(c, 7), key=lambda m: m.queue_offset)
+    assert [m.msg_id for m in got] == ids and len(set(ids)) == 7
+    assert [m.body for m in got] == [b"p0", b"p1", b"p2", b"p3", b"p4", b"g", b"p0"]
+    assert [m.keys for m in got[:5]] == [[f"k{i}", "x"] for i in range(5)]
+    assert {m.tags for m in got[:5]} == {"T"}
+    assert got[5].properties["color"] == "red" and got[5].keys == ["g"]
+
+
 def test_seek_redelivers_and_commit_remembers(cluster: LocalCluster) -> None:
     create(cluster, "Seek", 1)
     queue = MessageQueue("Seek", "broker-a", 0)

@@ -28,8 +28,10 @@ from ferry.client.latency_fault import (
 )
 from ferry.client.message import (
     Message,
+    PlainMessage,
     SendResult,
     encode_message,
+    encode_plain_batch,
     encode_plain_message,
     message_properties,
     plain_message,
@@ -224,8 +226,41 @@ class Producer:
                 raise InvalidParameterError("every message of a batch must have the same topic")
             if msg.delay_level > 0 or msg.deliver_at_ms is not None:
                 raise InvalidParameterError("batch messages cannot be delayed")
-        out = self._prepare(batch)
+        out = self._prepare_plain_batch(batch) or self._prepare(batch)
         return self._send_sync(out, self.send_timeout_s)
+
+    def _prepare_plain_batch(self, batch: list[Message]) -> Outgoing | None:
+        """The batch encoded in one pass (ids from one block, no properties dicts) when every
+        message is plain (no properties of its own) and tracing is off; None otherwise. The
+        bytes are the same as _prepare's."""
+        inst = self._started()
+        if inst.tracing.enabled or len(batch) < 2:
+            return None
+        topic = batch[0].topic
+        if topic not in self._checked_topics:
+            check_topic(topic)
+            self._checked_topics.add(topic)
+        tail_len = len(topic_tail(topic))
+        plain: list[PlainMessage] = []
+        for msg in batch:
+            one = plain_message(msg, tail_len)
+            if one is None:
+                return None
+            plain.append(one)
+        ids = inst.msg_ids.next_ids(len(plain))
+        payload = encode_plain_batch(
+            topic,
+            plain,
+            ids,
+            born_timestamp=int(time.time() * 1000),
+            born_host=inst.born_host,
+            compress_over=self.compress_over,
+        )
+        if len(payload) > self.max_message_size:
+            raise MessageIllegalError(
+                f"batch is {len(payload)} bytes, over {self.max_message_size}"
+            )
+        return Outgoing(topic, ids, payload, len(plain), "", "", None, True)
 
     def send_async(self, msg: Message) -> Future[SendResult]:
         """Sends without waiting, retrying as send() does.

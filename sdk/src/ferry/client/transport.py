@@ -54,6 +54,7 @@ from ferry.protocol.errors import (
 )
 from ferry.protocol.framing import FrameError, RequestCodec, RequestEnvelope
 from ferry.protocol.messages import AnyReply, AnyRequest, ErrorReply, Reply
+from ferry.runtime.frames import recv_frames, send_frames
 
 log = logging.getLogger("ferry.client.transport")
 
@@ -70,8 +71,6 @@ IDLE_POLL_MS = 1000
 POLLIN = int(zmq.POLLIN)
 POLLOUT = int(zmq.POLLOUT)
 NOBLOCK = int(zmq.NOBLOCK)
-SNDMORE = int(zmq.SNDMORE)
-RCVMORE = int(zmq.RCVMORE)
 EVENTS = int(zmq.EVENTS)
 # Frames above this are handed to ZeroMQ without a copy; below, copying is cheaper.
 ZERO_COPY_MIN = 64 * 1024
@@ -87,24 +86,6 @@ DIRECT_SLICE_MS = 50
 def endpoint_of(address: str) -> str:
     """ "host:port" -> "tcp://host:port"; full ZeroMQ endpoints pass through."""
     return address if "://" in address else f"tcp://{address}"
-
-
-def send_frames(sock: zmq.Socket[Any], frames: list[Any], flags: int, copy: bool) -> None:
-    """send_multipart with int flags: pyzmq's own ORs enum flags per frame, which cost about
-    as much as the sends themselves. Atomic as a multipart message is: zmq.Again can only come
-    from the first frame."""
-    more = flags | SNDMORE
-    last = len(frames) - 1
-    for i, frame in enumerate(frames):
-        sock.send(frame, more if i < last else flags, copy=copy)
-
-
-def recv_frames(sock: zmq.Socket[Any], flags: int) -> list[bytes]:
-    """recv_multipart with int flags (see send_frames)."""
-    frames: list[bytes] = [sock.recv(flags)]
-    while sock.get(RCVMORE):
-        frames.append(sock.recv(flags))
-    return frames
 
 
 class _Submission(NamedTuple):

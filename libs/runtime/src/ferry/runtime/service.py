@@ -40,6 +40,7 @@ from ferry.protocol.messages import (
     Request,
 )
 from ferry.runtime import metrics
+from ferry.runtime.frames import NOBLOCK, recv_frames, send_frames
 
 log = logging.getLogger("ferry.service")
 
@@ -182,7 +183,7 @@ class Peer:
 
     def _send(self, frames: list[Any]) -> bool:
         try:
-            self._socket.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+            send_frames(self._socket, frames, NOBLOCK, False)
         except zmq.Again:
             return False
         return True
@@ -190,7 +191,7 @@ class Peer:
     def _on_readable(self, sock: zmq.Socket[Any]) -> None:
         for _ in range(DRAIN_BATCH):
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
+                frames = recv_frames(sock, NOBLOCK)
             except zmq.Again:
                 return
             if frames and len(frames[0]) == 0:
@@ -363,7 +364,7 @@ class Service:
     def _on_router(self, sock: zmq.Socket[Any]) -> None:
         for _ in range(DRAIN_BATCH):
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
+                frames = recv_frames(sock, NOBLOCK)
             except zmq.Again:
                 return
             self._dispatch(sock, frames)
@@ -427,7 +428,7 @@ class Service:
     ) -> None:
         frames = self.codec.reply_frames(routing, request_id, body, payload)
         try:
-            sock.send_multipart(frames, copy=False)
+            send_frames(sock, frames, 0, False)
         except zmq.ZMQError as exc:
             log.warning("%s: reply not sent: %s", self.name, exc)
 

@@ -36,6 +36,7 @@ from ferry.protocol.messages import (
 from ferry.protocol.names import check_topic
 from ferry.runtime import metrics, telemetry
 from ferry.runtime.config import BrokerConfig
+from ferry.runtime.frames import NOBLOCK, send_frames
 from ferry.runtime.service import Call, HandlerResult, Service, announce_ready
 from ferry.store.admin_handlers import StoreAdminHandlers
 from ferry.store.commit_service import CommitService
@@ -169,7 +170,7 @@ class StoreApp:
             written if written is not None else self.store.log_slice(start, stop),
         ]
         try:
-            self._feed.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+            send_frames(self._feed, frames, NOBLOCK, False)
         except zmq.ZMQError as exc:
             log.debug("dispatch notice dropped: %s", exc)
 

@@ -24,6 +24,7 @@ from ferry.protocol.messages import (
     HaWaitAckRequest,
 )
 from ferry.runtime import metrics
+from ferry.runtime.frames import NOBLOCK, recv_frames
 from ferry.runtime.service import DRAIN_BATCH, Call, HandlerResult, Service, announce_ready
 
 log = logging.getLogger("ferry.ha")
@@ -57,12 +58,11 @@ class HaApp:
         if config.is_slave:
             self.service.on(HaWaitAckRequest, self._not_a_master)
         else:
-            self.master = MasterReplicator(config, self.service, self.store)
+            self.master = MasterReplicator(config, self.service, self.store, self._follow_feed)
             feed = self.service.ctx.socket(zmq.SUB)
             feed.linger = 0
             feed.rcvhwm = FEED_HWM
-            feed.setsockopt(zmq.SUBSCRIBE, FEED_TOPIC)
-            feed.connect(config.store_feed_endpoint)
+            feed.connect(config.store_feed_endpoint)  # subscribed while a slave is attached
             self._feed = feed
             # woken by the feed itself: a SYNC_MASTER send waits on this hop
             self.service.add_reader(feed, self._drain_feed)
@@ -91,11 +91,18 @@ class HaApp:
             HaMetrics(self.master, self.slave)
         self.service.run()
 
+    def _follow_feed(self, on: bool) -> None:
+        # notices published before the store learns of the subscription are missed: the
+        # feed cache starts over at the first one, older bytes are read from the store
+        assert self._feed is not None
+        self._feed.setsockopt(zmq.SUBSCRIBE if on else zmq.UNSUBSCRIBE, FEED_TOPIC)
+        log.info("dispatch feed %s", "followed: a slave is attached" if on else "left: no slave")
+
     def _drain_feed(self, sock: zmq.Socket[Any]) -> None:
         assert self.master is not None
         for _ in range(DRAIN_BATCH):
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
+                frames = recv_frames(sock, NOBLOCK)
             except zmq.Again:
                 break
             if len(frames) != 3 or frames[0] != FEED_TOPIC:

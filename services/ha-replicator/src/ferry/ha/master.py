@@ -18,6 +18,7 @@ import itertools
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,12 +77,15 @@ class FeedCache:
     def end(self) -> int:
         return self.chunks[-1][1] if self.chunks else -1
 
+    def clear(self) -> None:
+        self.chunks.clear()
+        self.size = 0
+
     def add(self, start: int, stop: int, data: bytes) -> None:
         if len(data) != stop - start:
             return
         if self.chunks and start != self.end:
-            self.chunks.clear()  # a gap (lost notices): start over from here
-            self.size = 0
+            self.clear()  # a gap (lost notices): start over from here
         self.chunks.append((start, stop, data))
         self.size += len(data)
         while self.size > self.limit and len(self.chunks) > 1:
@@ -110,8 +114,17 @@ class FeedCache:
 
 
 class MasterReplicator:
-    def __init__(self, config: HaConfig, service: Service, store: Peer) -> None:
+    def __init__(
+        self,
+        config: HaConfig,
+        service: Service,
+        store: Peer,
+        follow_feed: Callable[[bool], None] = lambda _on: None,
+    ) -> None:
         self.config = config
+        # the store's feed costs both processes CPU per message: followed only while a
+        # slave is attached (the PUB then filters it out at the store)
+        self._follow_feed = follow_feed
         self.service = service
         self.store = store
         self.log_min = 0
@@ -165,6 +178,8 @@ class MasterReplicator:
             for session in old:
                 self._drop(session, "a new session of the same slave replaced it")
             session = next(self._sessions)
+            if not self.links:
+                self._follow_feed(True)
             self.links[session] = SlaveLink(
                 session, req.broker_id, req.slave_addr, start, time.monotonic()
             )
@@ -225,6 +240,9 @@ class MasterReplicator:
         link = self.links.pop(session, None)
         if link is not None and link.held is not None:
             link.held.fail(IllegalStateError(f"session {session} ended: {why}"))
+        if link is not None and not self.links:
+            self._follow_feed(False)
+            self.cache.clear()
 
     # ---- transfers ----
 
@@ -302,8 +320,9 @@ class MasterReplicator:
 
     def wait_ack(self, req: HaWaitAckRequest, call: Call) -> HandlerResult:
         now = time.monotonic()
-        # the put's end: the feed may not have told us yet
-        self.log_end = max(self.log_end, req.offset)
+        # the put's end: the feed may not have told us yet (or is not followed yet); held
+        # transfers can be served up to it
+        self._grow(req.offset)
         slaves = self.in_sync(now)
         if not slaves:
             return HaWaitAckReply(SendStatus.SLAVE_NOT_AVAILABLE, self._best_ack())

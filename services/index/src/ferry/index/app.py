@@ -34,6 +34,7 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.names import check_topic
 from ferry.runtime import telemetry
+from ferry.runtime.frames import NOBLOCK, recv_frames
 from ferry.runtime.service import DRAIN_BATCH, Call, Service, announce_ready
 
 log = logging.getLogger("ferry.index")
@@ -134,7 +135,7 @@ class IndexApp:
     def _drain_feed(self) -> None:
         for _ in range(DRAIN_BATCH):
             try:
-                frames = self._feed.recv_multipart(zmq.NOBLOCK)
+                frames = recv_frames(self._feed, NOBLOCK)
             except zmq.Again:
                 return
             if len(frames) != 3 or frames[0] != FEED_TOPIC:
