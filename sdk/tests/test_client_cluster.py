@@ -183,7 +183,7 @@ def test_send_batch_ids_keys_and_properties_arrive(cluster: LocalCluster) -> Non
     plain = [
         Message("BatchFields", f"p{i}".encode(), tags="T", keys=[f"k{i}", "x"]) for i in range(5)
     ]
-    general = [Message("BatchFields", b"g", keys=["g"], properties={"color": "red"})] + plain[:1]
+    general = [Message("BatchFields", b"g", keys=["g"], properties={"color": "red"}), *plain[:1]]
     with Producer("pg-batch-fields", cluster.namesrv_addr) as producer:
         ids = producer.send_batch(plain).msg_id.split(",") + producer.send_batch(
             general
