@@ -1,6 +1,6 @@
 """Where Ferry's time goes: produce and consume paths, SDK and each service process.
 
-    uv run --group bench python bench/profile_ferry.py [--messages 100000] [--phases sync]
+    uv run --group bench python bench/profile_ferry.py [--messages 100000] [--phases sync,e2e]
 
 Starts a local cluster (launcher, ASYNC_FLUSH) and runs each phase twice on a fresh topic:
 1. sampled: py-spy (from the `bench` group) attached by pid to the SDK process and to every
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import concurrent.futures
 import cProfile
 import io
 import os
@@ -32,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import client_throughput
+import push_consumer
 from common import RESULTS
 
 from ferry.client import Admin, Message, Producer
@@ -69,6 +69,10 @@ def context_switches(pid: int) -> int:
     return total
 
 
+E2E_RATE = 2000
+E2E_SECONDS = 5.0
+
+
 class Phases:
     """Each phase takes a fresh topic and returns how many messages it moved."""
 
@@ -101,9 +105,16 @@ class Phases:
         self.topic(topic)
         with Producer("profile-async", self.namesrv, send_timeout_ms=TIMEOUT_MS) as producer:
             futures = [producer.send_async(Message(topic, BODY)) for _ in range(self.messages)]
-            for fut in concurrent.futures.as_completed(futures, timeout=300):
-                fut.result()
+            for fut in futures:
+                fut.result(timeout=300)
         return self.messages
+
+    def e2e(self, topic: str) -> int:
+        """send_async at E2E_RATE msg/s for E2E_SECONDS to a PushConsumer (the peers'
+        end-to-end workload)."""
+        self.topic(topic)
+        got = push_consumer.latency(self.namesrv, topic, f"cg-{topic}", E2E_RATE, E2E_SECONDS)
+        return len(got)
 
     def sync(self, topic: str) -> int:
         self.topic(topic)
@@ -246,7 +257,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--sync-sends", type=int, default=3000)
-    parser.add_argument("--phases", default="produce,consume,send_async,sync")
+    parser.add_argument("--phases", default="produce,consume,send_async,sync,e2e")
     args = parser.parse_args()
     lines = [
         f"# Ferry profile, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
@@ -267,6 +278,7 @@ def main() -> None:
                 "consume": (phases.consume_setup, phases.consume),
                 "send_async": (None, phases.send_async),
                 "sync": (None, phases.sync),
+                "e2e": (None, phases.e2e),
             }
             for name in args.phases.split(","):
                 setup, work = table[name]

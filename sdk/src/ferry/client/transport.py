@@ -54,7 +54,7 @@ from ferry.protocol.errors import (
 )
 from ferry.protocol.framing import FrameError, RequestCodec, RequestEnvelope
 from ferry.protocol.messages import AnyReply, AnyRequest, ErrorReply, Reply
-from ferry.runtime.frames import recv_frames, send_frames
+from ferry.runtime.frames import recv_frames, recv_ready, send_frames
 
 log = logging.getLogger("ferry.client.transport")
 
@@ -528,10 +528,9 @@ class Connection:
 
     def _read_replies(self, sock: zmq.Socket[Any], codec: RequestCodec) -> None:
         for _ in range(READ_BATCH):
-            # Asking first is cheaper than the zmq.Again raised by a read of an empty socket.
-            if not int(sock.get(EVENTS)) & POLLIN:
+            frames: list[Any] | None = recv_ready(sock)
+            if frames is None:
                 return
-            frames: list[Any] = recv_frames(sock, NOBLOCK)
             if frames and not frames[0]:
                 frames = frames[1:]
             try:

@@ -14,6 +14,8 @@ import zmq
 NOBLOCK = int(zmq.NOBLOCK)
 SNDMORE = int(zmq.SNDMORE)
 RCVMORE = int(zmq.RCVMORE)
+EVENTS = int(zmq.EVENTS)
+POLLIN = int(zmq.POLLIN)
 
 
 def send_frames(
@@ -33,3 +35,15 @@ def recv_frames(sock: zmq.Socket[Any], flags: int = 0) -> list[bytes]:
     while sock.get(RCVMORE):
         frames.append(sock.recv(flags))
     return frames
+
+
+def recv_ready(sock: zmq.Socket[Any]) -> list[bytes] | None:
+    """The next waiting message, or None when there is none. Asks the socket first instead
+    of catching zmq.Again: every drain loop ends on an empty socket, and building that
+    exception (with its strerror) costs more than the question."""
+    if not int(sock.get(EVENTS)) & POLLIN:
+        return None
+    try:
+        return recv_frames(sock, NOBLOCK)
+    except zmq.Again:  # EVENTS is a hint; a ROUTER may still have nothing whole to give
+        return None

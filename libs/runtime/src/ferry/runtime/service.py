@@ -40,7 +40,7 @@ from ferry.protocol.messages import (
     Request,
 )
 from ferry.runtime import metrics
-from ferry.runtime.frames import NOBLOCK, recv_frames, send_frames
+from ferry.runtime.frames import NOBLOCK, recv_ready, send_frames
 
 log = logging.getLogger("ferry.service")
 
@@ -190,9 +190,8 @@ class Peer:
 
     def _on_readable(self, sock: zmq.Socket[Any]) -> None:
         for _ in range(DRAIN_BATCH):
-            try:
-                frames = recv_frames(sock, NOBLOCK)
-            except zmq.Again:
+            frames = recv_ready(sock)
+            if frames is None:
                 return
             if frames and len(frames[0]) == 0:
                 frames = frames[1:]
@@ -363,9 +362,8 @@ class Service:
 
     def _on_router(self, sock: zmq.Socket[Any]) -> None:
         for _ in range(DRAIN_BATCH):
-            try:
-                frames = recv_frames(sock, NOBLOCK)
-            except zmq.Again:
+            frames = recv_ready(sock)
+            if frames is None:
                 return
             self._dispatch(sock, frames)
 

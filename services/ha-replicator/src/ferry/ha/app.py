@@ -24,7 +24,7 @@ from ferry.protocol.messages import (
     HaWaitAckRequest,
 )
 from ferry.runtime import metrics
-from ferry.runtime.frames import NOBLOCK, recv_frames
+from ferry.runtime.frames import recv_ready
 from ferry.runtime.service import DRAIN_BATCH, Call, HandlerResult, Service, announce_ready
 
 log = logging.getLogger("ferry.ha")
@@ -101,9 +101,8 @@ class HaApp:
     def _drain_feed(self, sock: zmq.Socket[Any]) -> None:
         assert self.master is not None
         for _ in range(DRAIN_BATCH):
-            try:
-                frames = recv_frames(sock, NOBLOCK)
-            except zmq.Again:
+            frames = recv_ready(sock)
+            if frames is None:
                 break
             if len(frames) != 3 or frames[0] != FEED_TOPIC:
                 continue

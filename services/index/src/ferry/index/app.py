@@ -34,7 +34,7 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.names import check_topic
 from ferry.runtime import telemetry
-from ferry.runtime.frames import NOBLOCK, recv_frames
+from ferry.runtime.frames import recv_ready
 from ferry.runtime.service import DRAIN_BATCH, Call, Service, announce_ready
 
 log = logging.getLogger("ferry.index")
@@ -134,9 +134,8 @@ class IndexApp:
 
     def _drain_feed(self) -> None:
         for _ in range(DRAIN_BATCH):
-            try:
-                frames = recv_frames(self._feed, NOBLOCK)
-            except zmq.Again:
+            frames = recv_ready(self._feed)
+            if frames is None:
                 return
             if len(frames) != 3 or frames[0] != FEED_TOPIC:
                 log.debug("feed message of %d frames ignored", len(frames))
