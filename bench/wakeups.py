@@ -1,0 +1,186 @@
+"""What one round trip costs on this machine, hop by hop: the floor under sync-send and
+end-to-end latency (docs/benchmarks.md, "Latency: the cost of a wake-up").
+
+Measured in one run, one request in flight, 1 KB:
+- Redis PING and XADD (redis-py, one connection: two thread wake-ups per round trip);
+- a bare pyzmq DEALER -> ROUTER echo in Python (a child process, no work at all), blocking,
+  and with the client spinning on a non-blocking receive instead of sleeping in it;
+- Ferry: a Ping to the broker-store, a Ping to broker-remoting, and a sync send (SDK ->
+  remoting -> store -> back), against a local cluster (ASYNC_FLUSH).
+Redis needs `make bench-peers` (redis-server and the `bench` group); without it its rows say
+so.
+
+    uv run --frozen --all-packages --group bench python bench/wakeups.py [--samples 3000] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import zmq
+from common import percentile
+
+from ferry.client import Admin, Message, Producer
+from ferry.protocol.framing import RequestCodec, RequestEnvelope
+from ferry.protocol.messages import PingRequest
+from ferry.runtime.launcher import start_local_cluster
+
+BODY = b"x" * 1024
+ECHO_SERVER = """
+import sys, zmq
+ctx = zmq.Context(); sock = ctx.socket(zmq.ROUTER)
+sock.bind("tcp://127.0.0.1:*"); print(sock.last_endpoint.decode(), flush=True)
+while True:
+    sock.send_multipart(sock.recv_multipart())
+"""
+
+Sample = Callable[[], None]
+
+
+def timings(fn: Sample, samples: int) -> tuple[float, float]:
+    """(p50, p99) in µs of fn, after 200 calls of warm-up."""
+    for _ in range(200):
+        fn()
+    took = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        fn()
+        took.append((time.perf_counter() - started) * 1e6)
+    return percentile(took, 0.5), percentile(took, 0.99)
+
+
+def echo(samples: int, spin: bool) -> tuple[float, float]:
+    server = subprocess.Popen(
+        [sys.executable, "-c", ECHO_SERVER], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        endpoint = server.stdout.readline().strip()
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.DEALER)
+        sock.linger = 0
+        sock.connect(endpoint)
+
+        def once() -> None:
+            sock.send_multipart([b"", BODY])
+            if not spin:
+                sock.recv_multipart()
+                return
+            while True:
+                try:
+                    sock.recv_multipart(zmq.NOBLOCK)
+                    return
+                except zmq.Again:
+                    continue
+
+        try:
+            return timings(once, samples)
+        finally:
+            sock.close()
+            ctx.term()
+    finally:
+        server.kill()
+        server.wait()
+
+
+def ping(endpoint: str, samples: int) -> tuple[float, float]:
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.linger = 0
+    sock.connect(endpoint)
+    codec = RequestCodec()
+    ids = iter(range(1, 1 << 30))
+
+    def once() -> None:
+        sock.send_multipart(codec.request_frames(RequestEnvelope(next(ids), PingRequest())))
+        sock.recv_multipart()
+
+    try:
+        return timings(once, samples)
+    finally:
+        sock.close()
+        ctx.term()
+
+
+def redis_rows(samples: int) -> dict[str, tuple[float, float]]:
+    try:
+        import redis  # the `bench` group
+        from peers.servers import PeerStartError, Servers, start_redis
+    except ImportError as err:
+        raise RuntimeError("redis-py is not installed (make bench-peers)") from err
+    with tempfile.TemporaryDirectory() as root:
+        servers = Servers(Path(root))
+        try:
+            server = start_redis(servers)
+        except PeerStartError as err:
+            raise RuntimeError(str(err)) from err
+        try:
+            client = redis.Redis(port=server.port)
+            return {
+                "Redis PING": timings(lambda: bool(client.ping()), samples),
+                "Redis XADD 1 KB (AOF everysec)": timings(
+                    lambda: bool(client.xadd("wake", {"b": BODY})), samples
+                ),
+            }
+        finally:
+            servers.stop_all()
+
+
+def ferry_rows(samples: int) -> dict[str, tuple[float, float]]:
+    with tempfile.TemporaryDirectory() as root:
+        cluster = start_local_cluster(root)
+        try:
+            with Admin(cluster.namesrv_addr) as admin:
+                admin.create_topic("Wake", 4, 4)
+            rows = {
+                "Ferry Ping to broker-store": ping(cluster.store_endpoint, samples),
+                "Ferry Ping to broker-remoting": ping(f"tcp://{cluster.broker_addr}", samples),
+            }
+            with Producer("bench-wake", cluster.namesrv_addr) as producer:
+                rows["Ferry sync send 1 KB (SDK -> remoting -> store)"] = timings(
+                    lambda: producer.send(Message("Wake", BODY)) and None, samples
+                )
+            return rows
+        finally:
+            cluster.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--samples", type=int, default=3000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    rounds: dict[str, list[tuple[float, float]]] = {}
+    missing: dict[str, str] = {}
+    for run in range(args.runs):
+        rows: dict[str, tuple[float, float]] = {}
+        try:
+            rows |= redis_rows(args.samples)
+        except RuntimeError as err:
+            missing["Redis"] = str(err).splitlines()[0]
+        rows["pyzmq echo, blocking receive"] = echo(args.samples, spin=False)
+        rows["pyzmq echo, client spinning"] = echo(args.samples, spin=True)
+        rows |= ferry_rows(args.samples)
+        for name, figure in rows.items():
+            rounds.setdefault(name, []).append(figure)
+        print(f"round {run + 1} done", flush=True)
+    width = max(map(len, rounds))
+    print(f"\none request in flight, {args.samples} samples x {args.runs} rounds; µs")
+    print(f"{'round trip':<{width}}  {'p50 median (min-max)':>24}  {'p99 median':>10}")
+    for name, figures in rounds.items():
+        p50s = sorted(f[0] for f in figures)
+        p99s = sorted(f[1] for f in figures)
+        p50 = f"{p50s[len(p50s) // 2]:,.0f} ({p50s[0]:,.0f}-{p50s[-1]:,.0f})"
+        print(f"{name:<{width}}  {p50:>24}  {p99s[len(p99s) // 2]:>10,.0f}")
+    for name, why in missing.items():
+        print(f"{name}: not measured: {why}")
+
+
+if __name__ == "__main__":
+    main()
