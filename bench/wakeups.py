@@ -25,6 +25,7 @@ from pathlib import Path
 
 import zmq
 from common import percentile
+from store_cpu import overlay_env
 
 from ferry.client import Admin, Message, Producer
 from ferry.protocol.framing import RequestCodec, RequestEnvelope
@@ -132,9 +133,9 @@ def redis_rows(samples: int) -> dict[str, tuple[float, float]]:
             servers.stop_all()
 
 
-def ferry_rows(samples: int) -> dict[str, tuple[float, float]]:
+def ferry_rows(samples: int, env: dict[str, str] | None = None) -> dict[str, tuple[float, float]]:
     with tempfile.TemporaryDirectory() as root:
-        cluster = start_local_cluster(root)
+        cluster = start_local_cluster(root, env=env)
         try:
             with Admin(cluster.namesrv_addr) as admin:
                 admin.create_topic("Wake", 4, 4)
@@ -155,6 +156,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--samples", type=int, default=3000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--compare",
+        metavar="DIR",
+        help="also run Ferry's services from the sources under DIR (store_cpu.py --compare)",
+    )
     args = parser.parse_args()
     rounds: dict[str, list[tuple[float, float]]] = {}
     missing: dict[str, str] = {}
@@ -167,6 +173,9 @@ def main() -> None:
         rows["pyzmq echo, blocking receive"] = echo(args.samples, spin=False)
         rows["pyzmq echo, client spinning"] = echo(args.samples, spin=True)
         rows |= ferry_rows(args.samples)
+        if args.compare:
+            before = ferry_rows(args.samples, overlay_env(args.compare))
+            rows |= {f"{name} [before]": figure for name, figure in before.items()}
         for name, figure in rows.items():
             rounds.setdefault(name, []).append(figure)
         print(f"round {run + 1} done", flush=True)
