@@ -117,6 +117,10 @@ class ComposeStack:
         return f"http://{self.settings['PUBLISH_HOST']}:{self.settings['CONSOLE_PORT']}"
 
     @property
+    def metrics_url(self) -> str:
+        return f"http://{self.settings['PUBLISH_HOST']}:{self.settings['METRICS_PORT']}/metrics"
+
+    @property
     def broker_addr(self) -> str:
         return f"{self.settings['BROKER_IP1']}:{self.settings['BROKER_PORT']}"
 
@@ -253,6 +257,7 @@ def open_stack(
         "SLAVE_BROKER_PORT": str(free_port(ADVERTISED_HOST)),
         "NAMESRV_PORT": str(free_port(ADVERTISED_HOST)),
         "CONSOLE_PORT": str(free_port(ADVERTISED_HOST)),
+        "METRICS_PORT": str(free_port(ADVERTISED_HOST)),
         "BROKER_CONF": str(conf),
     }
     project = f"{PROJECT_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:6]}"

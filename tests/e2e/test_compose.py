@@ -65,6 +65,18 @@ def test_host_clients_reach_the_broker_through_the_published_ports(running: Comp
     )
     assert running.broker_addr in cluster_page
 
+    # Prometheus: broker-a's /metrics, published on METRICS_PORT, counts what came in
+    def messages_in() -> bool:
+        text = _page(running.metrics_url)
+        return any(
+            line.startswith("rocketmq_messages_in_total{")
+            and 'topic="E2EHello"' in line
+            and float(line.rsplit(" ", 1)[1]) >= len(bodies)
+            for line in text.splitlines()
+        )
+
+    wait_for(messages_in, timeout=60, what="E2EHello's messages on the published /metrics")
+
 
 def test_acknowledged_messages_survive_kill_9_of_the_store_container(
     running: ComposeStack,

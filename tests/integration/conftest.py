@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 from itest_support import Cluster, OtlpSink, start_cluster
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 
 @pytest.fixture
@@ -37,3 +41,24 @@ def otlp_sink() -> Iterator[OtlpSink]:
     sink = OtlpSink()
     yield sink
     sink.close()
+
+
+@pytest.fixture(scope="module")
+def sink() -> Iterator[OtlpSink]:
+    """An OTLP receiver shared by a module: its module-scoped cluster exports to it."""
+    s = OtlpSink()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """The spans this process (the SDK side of a test) ends while the test runs."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield exporter
+    exporter.shutdown()

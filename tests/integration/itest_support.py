@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -262,3 +264,29 @@ class LineReader:
     def close(self) -> None:
         self._thread.join(10)
         self._stream.close()
+
+
+FERRY = str(Path(sys.executable).parent / "ferry")
+
+
+class DevUp:
+    """`ferry dev up` as people run it (free ports, a small CommitLog), until READY."""
+
+    def __init__(self, data_dir: Path, *extra: str, timeout: float = 180) -> None:
+        argv = [FERRY, "dev", "up", *extra, "--data-dir", str(data_dir)]
+        argv += ["--namesrv-port", "0", "--broker-port", "0", "--console-port", "0"]
+        argv += ["--set", "mappedFileSizeCommitLog=1048576"]
+        self.proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert self.proc.stdout is not None
+        self.reader = LineReader(self.proc.stdout)
+        # seven processes (or fourteen) start one after another: generous for a loaded machine
+        ready = self.reader.wait_for_prefix("READY ", timeout=timeout)
+        self.fields = dict(part.split("=", 1) for part in ready.split()[1:])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.reader.close()

@@ -12,9 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from itest_support import LineReader, wait_for
+from itest_support import FERRY, DevUp, LineReader, wait_for
 
-FERRY = str(Path(sys.executable).parent / "ferry")
 MQADMIN = str(Path(sys.executable).parent / "mqadmin")
 
 
@@ -45,41 +44,6 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-class DevUp:
-    def __init__(self, data_dir: Path) -> None:
-        self.proc = subprocess.Popen(
-            [
-                FERRY,
-                "dev",
-                "up",
-                "--data-dir",
-                str(data_dir),
-                "--namesrv-port",
-                "0",
-                "--broker-port",
-                "0",
-                "--console-port",
-                "0",
-                "--set",
-                "mappedFileSizeCommitLog=1048576",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        self.reader = LineReader(self.proc.stdout)
-        # seven processes start one after another; generous for a loaded machine
-        ready = self.reader.wait_for_prefix("READY ", timeout=180)
-        self.fields = dict(part.split("=", 1) for part in ready.split()[1:])
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.reader.close()
 
 
 @pytest.fixture

@@ -4,55 +4,25 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from ha_support import broker_ids
-from itest_support import LineReader, wait_for
+from itest_support import FERRY, DevUp, wait_for
 
 # two broker groups start per test: on a loaded 2-core machine that alone can take a minute
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-FERRY = str(Path(sys.executable).parent / "ferry")
-
 
 def test_dev_up_slave_adds_a_slave_group_to_the_route(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [
-            FERRY,
-            "dev",
-            "up",
-            "--slave",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--namesrv-port",
-            "0",
-            "--broker-port",
-            "0",
-            "--console-port",
-            "0",
-            "--set",
-            "mappedFileSizeCommitLog=1048576",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    reader = LineReader(proc.stdout)
+    dev = DevUp(tmp_path / "data", "--slave", timeout=240)  # two broker groups
     try:
-        ready = reader.wait_for_prefix("READY ", timeout=240)  # two broker groups
-        fields = dict(part.split("=", 1) for part in ready.split()[1:])
-        wait_for(lambda: broker_ids(fields["namesrv"]) == {0, 1}, 60, "master and slave routed")
+        wait_for(lambda: broker_ids(dev.fields["namesrv"]) == {0, 1}, 60, "master and slave routed")
         assert (tmp_path / "data" / "broker-a-s" / "commitlog").is_dir()
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(120) == 0
+        dev.proc.send_signal(signal.SIGTERM)
+        assert dev.proc.wait(120) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        reader.close()
+        dev.close()
 
 
 def test_serve_ha_replicator_runs_the_service_and_checks_its_keys(tmp_path: Path) -> None:

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from itest_support import Cluster, OtlpSink, ReceivedSpan, start_cluster, wait_for
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -56,13 +55,6 @@ SHORT = {
 
 
 @pytest.fixture(scope="module")
-def sink() -> Iterator[OtlpSink]:
-    s = OtlpSink()
-    yield s
-    s.close()
-
-
-@pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory, sink: OtlpSink) -> Iterator[Cluster]:
     path: Path = tmp_path_factory.mktemp("traced")
     cluster = start_cluster(path, env=sink.env(), overrides=SHORT)
@@ -70,18 +62,6 @@ def traced(tmp_path_factory: pytest.TempPathFactory, sink: OtlpSink) -> Iterator
         yield cluster
     finally:
         cluster.local.stop()
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    exporter = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield exporter
-    exporter.shutdown()
 
 
 def hex_trace(span: ReadableSpan) -> str:

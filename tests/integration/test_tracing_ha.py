@@ -11,9 +11,6 @@ import pytest
 from consume_support import create_topic
 from ha_support import HA_FAST, HaPair, broker_ids, status
 from itest_support import OtlpSink, wait_for
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ferry.client import ConsumeFromWhere, Message, MessageExt, Producer, PullConsumer
@@ -25,25 +22,6 @@ pytestmark = pytest.mark.integration
 TOPIC = "HaTraced"
 WITH_METRICS = {**HA_FAST, "metricsExporterType": "PROM", "metricsPromExporterPort": "0"}
 OTLP_CONSUMER = 5
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    exporter = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield exporter
-    exporter.shutdown()
-
-
-@pytest.fixture
-def sink() -> Iterator[OtlpSink]:
-    s = OtlpSink()
-    yield s
-    s.close()
 
 
 @pytest.fixture

@@ -13,9 +13,6 @@ from typing import Any
 
 import pytest
 from itest_support import Cluster, OtlpSink, RawClient, start_cluster, wait_for
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ferry.client import (
@@ -68,13 +65,6 @@ CHECKS = {
     "transactionCheckInterval": "300",
     "transactionCheckMax": "3",
 }
-
-
-@pytest.fixture(scope="module")
-def sink() -> Iterator[OtlpSink]:
-    s = OtlpSink()
-    yield s
-    s.close()
 
 
 @pytest.fixture(scope="module")
@@ -333,18 +323,6 @@ def test_a_half_message_never_answered_goes_to_the_check_max_topic(cluster: Clus
 
 
 # ---- telemetry -----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    exporter = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield exporter
-    exporter.shutdown()
 
 
 def test_a_checked_transaction_is_one_trace_across_sdk_remoting_and_scheduler(
