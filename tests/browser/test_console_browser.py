@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Link, SpanKind
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
@@ -83,7 +84,11 @@ def start_browser() -> webdriver.Chrome:
 
 
 def text(driver: webdriver.Chrome) -> str:
-    return str(driver.find_element(By.TAG_NAME, "body").text)
+    """The page's text; "" while a navigation replaces the page under the lookup."""
+    try:
+        return str(driver.find_element(By.TAG_NAME, "body").text)
+    except (NoSuchElementException, StaleElementReferenceException):
+        return ""
 
 
 def open_until(
@@ -108,8 +113,11 @@ def open_until(
 
 def element_text(driver: webdriver.Chrome, element_id: str) -> str:
     """The text of an element, "" while the page holding it is not there (yet)."""
-    found = driver.find_elements(By.ID, element_id)
-    return str(found[0].text) if found else ""
+    try:
+        found = driver.find_elements(By.ID, element_id)
+        return str(found[0].text) if found else ""
+    except StaleElementReferenceException:  # found on the page being replaced
+        return ""
 
 
 def wait_element(driver: webdriver.Chrome, element_id: str, want: str, timeout: float = 60) -> None:
@@ -124,7 +132,14 @@ def wait_for_page(driver: webdriver.Chrome, check: Callable[[], bool], timeout: 
     """Waits until check() holds on the page the browser shows (a submitted form's answer
     loads after click() returns); fails at the deadline with the page text."""
     deadline = time.monotonic() + timeout
-    while not check():
+
+    def holds() -> bool:
+        try:
+            return check()
+        except StaleElementReferenceException:  # read from the page being replaced
+            return False
+
+    while not holds():
         if time.monotonic() > deadline:
             pytest.fail(f"the page never showed what was expected:\n{text(driver)[:3000]}")
         time.sleep(0.1)  # wait-ok: polling interval of a deadline-bounded wait

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 from itest_support import Cluster, OtlpSink, start_cluster
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ferry.runtime import telemetry
 
 
 @pytest.fixture
@@ -54,11 +53,6 @@ def sink() -> Iterator[OtlpSink]:
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
     """The spans this process (the SDK side of a test) ends while the test runs."""
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    exporter = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    exporter: InMemorySpanExporter = telemetry.capture_spans()
     yield exporter
     exporter.shutdown()

@@ -134,19 +134,9 @@ def test_broker_metrics_keys_turn_metrics_on() -> None:
 
 
 def test_a_failing_handler_marks_its_span_with_the_response_code() -> None:
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
     from ferry.protocol.errors import NoPermissionError
 
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    exporter = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    exporter = telemetry.capture_spans()
     telemetry.enable_for_tests()
     with pytest.raises(NoPermissionError), telemetry.server_span("t", "guarded", SAMPLED):
         raise NoPermissionError("not writable")

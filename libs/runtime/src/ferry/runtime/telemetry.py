@@ -89,6 +89,22 @@ def enable_for_tests() -> None:
     _state["enabled"] = True
 
 
+def capture_spans() -> Any:
+    """For tests: an InMemorySpanExporter receiving every span this process ends from now on
+    (a global SDK TracerProvider is installed if there is none). Shut it down when done."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter
+
+
 def enabled() -> bool:
     return _state["enabled"]
 
