@@ -40,24 +40,8 @@ log = logging.getLogger("ferry.spark")
 
 BATCH_ID = "streaming.sql.batchId"  # local properties Spark sets on a micro-batch's tasks
 QUERY_ID = "sql.streaming.queryId"
-# properties the SDK and brokers set themselves: dropped from a row's properties (rows read from
-# Ferry carry them), so a forwarded row is not taken for a delayed, retried or transactional one
-SYSTEM = frozenset(
-    {
-        record.PROPERTY_TAGS,
-        record.PROPERTY_KEYS,
-        record.PROPERTY_UNIQ_KEY,
-        record.PROPERTY_DELAY,
-        record.PROPERTY_TIMER_DELIVER_MS,
-        record.PROPERTY_REAL_TOPIC,
-        record.PROPERTY_REAL_QID,
-        record.PROPERTY_RETRY_TOPIC,
-        record.PROPERTY_RECONSUME_TIME,
-        record.PROPERTY_MAX_RECONSUME_TIMES,
-        record.PROPERTY_TRAN_MSG,
-        record.PROPERTY_PGROUP,
-    }
-)
+# the SDK and brokers set these themselves: dropped from a forwarded row (record.py)
+SYSTEM = record.SYSTEM_PROPERTIES
 IN_FLIGHT = 1024  # async sends outstanding per task before it waits for the oldest
 
 

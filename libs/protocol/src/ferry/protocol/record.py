@@ -65,6 +65,24 @@ PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
 PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
 PROPERTY_TRAN_MSG = "TRAN_MSG"
 PROPERTY_PGROUP = "PGROUP"
+# properties the SDK and the brokers set themselves: a copy of a message (a resend, a row
+# forwarded by Spark) drops them, or it would be taken for a delayed, retried or transactional one
+SYSTEM_PROPERTIES = frozenset(
+    {
+        PROPERTY_TAGS,
+        PROPERTY_KEYS,
+        PROPERTY_UNIQ_KEY,
+        PROPERTY_DELAY,
+        PROPERTY_TIMER_DELIVER_MS,
+        PROPERTY_REAL_TOPIC,
+        PROPERTY_REAL_QID,
+        PROPERTY_RETRY_TOPIC,
+        PROPERTY_RECONSUME_TIME,
+        PROPERTY_MAX_RECONSUME_TIMES,
+        PROPERTY_TRAN_MSG,
+        PROPERTY_PGROUP,
+    }
+)
 _TAGS_PREFIX = b"TAGS\x01"
 
 

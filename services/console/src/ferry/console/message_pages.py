@@ -23,20 +23,8 @@ DEFAULT_WINDOW_MS = 3600_000
 MODES = ("time", "id", "key")
 RESEND_OF = "CONSOLE_RESEND_OF"  # property naming the message a resend copies
 # properties the broker or the SDK set; a resend gets fresh ones
-SYSTEM_PROPERTIES = frozenset(
+SYSTEM_PROPERTIES = record.SYSTEM_PROPERTIES | frozenset(
     {
-        record.PROPERTY_TAGS,
-        record.PROPERTY_KEYS,
-        record.PROPERTY_UNIQ_KEY,
-        record.PROPERTY_DELAY,
-        record.PROPERTY_TIMER_DELIVER_MS,
-        record.PROPERTY_REAL_TOPIC,
-        record.PROPERTY_REAL_QID,
-        record.PROPERTY_RETRY_TOPIC,
-        record.PROPERTY_RECONSUME_TIME,
-        record.PROPERTY_MAX_RECONSUME_TIMES,
-        record.PROPERTY_TRAN_MSG,
-        record.PROPERTY_PGROUP,
         "ORIGIN_MESSAGE_ID",
         "DLQ_ORIGIN_TOPIC",
         "DLQ_ORIGIN_MESSAGE_ID",
