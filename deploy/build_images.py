@@ -44,6 +44,7 @@ BASE_LABEL = "ferry.base-recipe"
 # Spark cluster, and pyspark ships no wheel (pip download --only-binary cannot fetch it).
 IMAGE_PACKAGES = (
     "ferry-protocol",
+    "ferry-native",
     "ferry-runtime",
     "ferry-namesrv",
     "ferry-broker-store",

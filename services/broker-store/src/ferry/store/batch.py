@@ -5,6 +5,9 @@ one frame. Every record must pass record.check_layout (the checks are inlined he
 loop runs once per message on the hot path; on a failure check_layout itself explains it), carry
 the request's topic, have a body within maxMessageSize and fit in a CommitLog segment; the
 records must fill the frame exactly. The scan also collects what the append needs per record.
+
+The C scan (ferry.native) does the same checks and answers None when a record fails one; the
+Python scan below then runs to name the failure, and is the reference the tests compare with.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple
 
+from ferry import native
 from ferry.protocol import record
 from ferry.protocol.errors import MessageIllegalError
 
@@ -32,6 +36,17 @@ class Batch(NamedTuple):
 
 def scan_batch(buf: bytes, count: int, topic_raw: bytes, max_body: int, max_record: int) -> Batch:
     """Checks the records of a put; raises MessageIllegalError naming the first bad one."""
+    if native.ENABLED:
+        found = native.scan_batch(buf, count, topic_raw, max_body, max_record, record.tags_code)
+        if found is not None:
+            return Batch(*found)
+    return scan_batch_py(buf, count, topic_raw, max_body, max_record)
+
+
+def scan_batch_py(
+    buf: bytes, count: int, topic_raw: bytes, max_body: int, max_record: int
+) -> Batch:
+    """scan_batch in Python: the reference, and what explains a bad record."""
     n = len(buf)
     if count * _FIXED > n:
         raise MessageIllegalError(

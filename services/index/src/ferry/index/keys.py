@@ -3,6 +3,10 @@
 Business keys (the space-separated KEYS property) and unique keys (UNIQ_KEY, the client's
 message id) hash in separate spaces, so a key query never wades through unique ids that happen
 to be spelled the same. Rolled-back transaction records are not indexed (as RocketMQ).
+
+indexed_records runs in C (ferry.native) when it can; the C code answers None for what it
+leaves to the Python code here (a malformed record, non-ASCII keys), which is also the
+reference the tests compare it with.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import hashlib
 import struct
 from typing import Any
 
+from ferry import native
 from ferry.protocol import record
 
 KEY_SPACE = b"K"
@@ -39,6 +44,15 @@ Indexed = tuple[int, int, list[int]]
 
 
 def indexed_records(buf: Any) -> list[Indexed]:
+    """The key hashes of each record in buf; see indexed_records_py."""
+    if native.ENABLED:
+        found = native.indexed_records(buf)
+        if found is not None:
+            return found
+    return indexed_records_py(buf)
+
+
+def indexed_records_py(buf: Any) -> list[Indexed]:
     """The key hashes of each record in buf (whole records as they lie in the CommitLog,
     blank segment tails skipped); records without keys are left out. The index's hot path,
     one pass of a few C calls per record: it reads only the fields it needs and finds KEYS and

@@ -1,0 +1,36 @@
+"""Ferry's per-record loops in C, when they are built and allowed.
+
+ENABLED is False when the extension did not build (no compiler) or when FERRY_NATIVE=0 asks
+for the Python code (to compare, or to rule the C code out); callers check it on every call.
+Every function has a Python reference in the package that calls it, and answers None (or
+calls back) where that reference must decide: a malformed record, a non-ASCII tag or key.
+"""
+
+from __future__ import annotations
+
+import os
+
+try:
+    from ferry.native._speedups import crc32, indexed_records, key_hash, scan_batch, stamp
+except ImportError:  # pragma: no cover - only where the extension could not be built
+    BUILT = False
+else:
+    BUILT = True
+
+ENABLED = BUILT and os.environ.get("FERRY_NATIVE", "1") != "0"
+
+__all__ = [
+    "BUILT",
+    "ENABLED",
+    "crc32",
+    "describe",
+    "indexed_records",
+    "key_hash",
+    "scan_batch",
+    "stamp",
+]
+
+
+def describe() -> str:
+    """A word for logs and status pages: which code runs the per-record loops."""
+    return "C" if ENABLED else "Python"

@@ -1,0 +1,494 @@
+/* Ferry's per-record loops in C: the store's batch scan and stamp, the index's key hashes.
+ *
+ * Each function has a Python reference in the package that calls it (ferry.store.batch,
+ * ferry.store.commit_log, ferry.index.keys), and tests compare the two on the same bytes.
+ * Anything unusual (a malformed record, a non-ASCII tag or key) is left to the Python code:
+ * these functions return None, or call back, rather than explain errors themselves.
+ * Record layout: ferry.protocol.record (big-endian, RocketMQ v1 field order).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAGIC 0xDAA320A7u
+#define BLANK_MAGIC 0xCBD43194u
+#define FIXED_SIZE 91
+#define BLANK_MIN 8
+#define OFF_BODY 88
+#define CQ_ENTRY_SIZE 20
+#define TX_ROLLBACK 0xC /* both transaction bits: a rolled-back record */
+
+static inline uint32_t get_u32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+static inline int32_t get_i32(const uint8_t *p) { return (int32_t)get_u32(p); }
+static inline int64_t get_i64(const uint8_t *p) {
+    return (int64_t)(((uint64_t)get_u32(p) << 32) | get_u32(p + 4));
+}
+static inline void put_u32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+static inline void put_i64(uint8_t *p, int64_t v) {
+    put_u32(p, (uint32_t)((uint64_t)v >> 32));
+    put_u32(p + 4, (uint32_t)v);
+}
+
+/* ---- CRC-32 (IEEE 802.3, reflected 0xEDB88320: zlib.crc32's), eight bytes per step ---- */
+
+static uint32_t crc_table[8][256];
+
+static void crc_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = crc_table[0][n];
+        for (int t = 1; t < 8; t++) {
+            c = crc_table[0][c & 0xFF] ^ (c >> 8);
+            crc_table[t][n] = c;
+        }
+    }
+}
+
+static uint32_t crc32_of(const uint8_t *p, Py_ssize_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                           (uint32_t)p[3] << 24);
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^
+            crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^
+            crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
+        p += 8;
+        n -= 8;
+    }
+    while (n-- > 0) c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* ---- BLAKE2b with an 8-byte digest, no key (RFC 7693): hashlib.blake2b(digest_size=8) ---- */
+
+static const uint64_t B2_IV[8] = {
+    0x6A09E667F3BCC908ull, 0xBB67AE8584CAA73Bull, 0x3C6EF372FE94F82Bull, 0xA54FF53A5F1D36F1ull,
+    0x510E527FADE682D1ull, 0x9B05688C2B3E6C1Full, 0x1F83D9ABFB41BD6Bull, 0x5BE0CD19137E2179ull};
+
+static const uint8_t B2_SIGMA[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3}};
+
+static inline uint64_t rotr64(uint64_t x, int n) { return (x >> n) | (x << (64 - n)); }
+
+#define B2_G(a, b, c, d, x, y)          \
+    do {                                \
+        v[a] = v[a] + v[b] + (x);       \
+        v[d] = rotr64(v[d] ^ v[a], 32); \
+        v[c] = v[c] + v[d];             \
+        v[b] = rotr64(v[b] ^ v[c], 24); \
+        v[a] = v[a] + v[b] + (y);       \
+        v[d] = rotr64(v[d] ^ v[a], 16); \
+        v[c] = v[c] + v[d];             \
+        v[b] = rotr64(v[b] ^ v[c], 63); \
+    } while (0)
+
+static void b2_compress(uint64_t h[8], const uint8_t block[128], uint64_t counter, int last) {
+    uint64_t v[16], m[16];
+    for (int i = 0; i < 16; i++) {
+        uint64_t w = 0;
+        for (int b = 7; b >= 0; b--) w = (w << 8) | block[8 * i + b];
+        m[i] = w;
+    }
+    for (int i = 0; i < 8; i++) {
+        v[i] = h[i];
+        v[i + 8] = B2_IV[i];
+    }
+    v[12] ^= counter; /* inputs here stay far below 2^64 bytes: the high counter word is 0 */
+    if (last) v[14] = ~v[14];
+    for (int r = 0; r < 12; r++) {
+        const uint8_t *s = B2_SIGMA[r];
+        B2_G(0, 4, 8, 12, m[s[0]], m[s[1]]);
+        B2_G(1, 5, 9, 13, m[s[2]], m[s[3]]);
+        B2_G(2, 6, 10, 14, m[s[4]], m[s[5]]);
+        B2_G(3, 7, 11, 15, m[s[6]], m[s[7]]);
+        B2_G(0, 5, 10, 15, m[s[8]], m[s[9]]);
+        B2_G(1, 6, 11, 12, m[s[10]], m[s[11]]);
+        B2_G(2, 7, 8, 13, m[s[12]], m[s[13]]);
+        B2_G(3, 4, 9, 14, m[s[14]], m[s[15]]);
+    }
+    for (int i = 0; i < 8; i++) h[i] ^= v[i] ^ v[i + 8];
+}
+
+/* The hash of space + topic + '#' + key (three pieces, no copy of the message), as the
+ * little-endian integer of its 8-byte digest. */
+static uint64_t key_hash3(uint8_t space, const uint8_t *topic, Py_ssize_t topic_len,
+                          const uint8_t *key, Py_ssize_t key_len) {
+    uint64_t h[8];
+    memcpy(h, B2_IV, sizeof h);
+    h[0] ^= 0x01010000u ^ 8u; /* fanout 1, depth 1, no key, digest length 8 */
+    uint8_t block[128];
+    Py_ssize_t fill = 0;
+    uint64_t counter = 0;
+    const uint8_t *parts[4] = {&space, topic, (const uint8_t *)"#", key};
+    Py_ssize_t lens[4] = {1, topic_len, 1, key_len};
+    for (int p = 0; p < 4; p++) {
+        const uint8_t *src = parts[p];
+        Py_ssize_t n = lens[p];
+        while (n > 0) {
+            if (fill == 128) { /* a full block with more to come: compress it, not the last */
+                counter += 128;
+                b2_compress(h, block, counter, 0);
+                fill = 0;
+            }
+            Py_ssize_t take = 128 - fill < n ? 128 - fill : n;
+            memcpy(block + fill, src, (size_t)take);
+            fill += take;
+            src += take;
+            n -= take;
+        }
+    }
+    counter += (uint64_t)fill;
+    memset(block + fill, 0, (size_t)(128 - fill));
+    b2_compress(h, block, counter, 1);
+    return h[0];
+}
+
+/* ---- shared record walking ---- */
+
+/* Java's String.hashCode of an ASCII tag; -1 in *ascii when a byte is not ASCII. */
+static int32_t java_hash_ascii(const uint8_t *p, Py_ssize_t n, int *ascii) {
+    uint32_t h = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (p[i] >= 0x80) {
+            *ascii = 0;
+            return 0;
+        }
+        h = 31u * h + p[i];
+    }
+    *ascii = 1;
+    return (int32_t)h;
+}
+
+/* The value of property `name` (with its \x01) in props[0, n): the first item that starts
+ * with it. Items start at the beginning and after each \x02, as ferry.protocol.record. */
+static int find_property(const uint8_t *props, Py_ssize_t n, const char *name, Py_ssize_t name_len,
+                         Py_ssize_t *value_at, Py_ssize_t *value_end) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        const uint8_t *sep = memchr(props + i, 2, (size_t)(n - i));
+        Py_ssize_t item_end = sep ? (Py_ssize_t)(sep - props) : n;
+        if (item_end - i >= name_len && memcmp(props + i, name, (size_t)name_len) == 0) {
+            *value_at = i + name_len;
+            *value_end = item_end;
+            return 1;
+        }
+        i = item_end + 1;
+    }
+    return 0;
+}
+
+/* ---- the store: scan a put's records ---- */
+
+static PyObject *py_scan_batch(PyObject *self, PyObject *args) {
+    Py_buffer buf, topic;
+    Py_ssize_t count, max_body, max_record;
+    PyObject *tags_fallback;
+    if (!PyArg_ParseTuple(args, "y*ny*nnO", &buf, &count, &topic, &max_body, &max_record,
+                          &tags_fallback))
+        return NULL;
+    PyObject *sizes = NULL, *flags = NULL, *tags = NULL, *result = NULL;
+    const uint8_t *d = buf.buf;
+    const uint8_t *t = topic.buf;
+    Py_ssize_t n = buf.len, pos = 0;
+    if (count < 1 || count > n / FIXED_SIZE) goto python_decides;
+    sizes = PyList_New(count);
+    flags = PyList_New(count);
+    tags = PyList_New(count);
+    if (!sizes || !flags || !tags) goto done;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        if (n - pos < FIXED_SIZE) goto python_decides;
+        const uint8_t *r = d + pos;
+        int32_t size = get_i32(r);
+        int32_t body_len = get_i32(r + 84);
+        if (get_u32(r + 4) != MAGIC || size < FIXED_SIZE || size > n - pos || body_len < 0)
+            goto python_decides;
+        Py_ssize_t end = pos + size;
+        Py_ssize_t at = pos + OFF_BODY + body_len; /* the topic length byte */
+        if (at + 3 > end) goto python_decides;
+        Py_ssize_t props = at + 3 + d[at];
+        if (props > end || props + ((d[props - 2] << 8) | d[props - 1]) != end) goto python_decides;
+        if (d[at] != topic.len || memcmp(d + at + 1, t, (size_t)topic.len) != 0 ||
+            body_len > max_body || size > max_record)
+            goto python_decides;
+        PyObject *code = NULL;
+        Py_ssize_t v0, v1;
+        if (props < end && find_property(d + props, end - props, "TAGS\x01", 5, &v0, &v1)) {
+            int ascii;
+            int32_t h = java_hash_ascii(d + props + v0, v1 - v0, &ascii);
+            if (ascii) {
+                code = PyLong_FromLong(h);
+            } else {
+                code = PyObject_CallFunction(tags_fallback, "y#", d + props + v0, v1 - v0);
+            }
+        } else {
+            code = PyLong_FromLong(0);
+        }
+        if (!code) goto done;
+        PyObject *s = PyLong_FromLong(size), *f = PyLong_FromLong(get_i32(r + 16));
+        if (!s || !f) {
+            Py_XDECREF(s);
+            Py_XDECREF(f);
+            Py_DECREF(code);
+            goto done;
+        }
+        PyList_SET_ITEM(sizes, index, s);
+        PyList_SET_ITEM(flags, index, f);
+        PyList_SET_ITEM(tags, index, code);
+        pos = end;
+    }
+    if (pos != n) goto python_decides;
+    result = PyTuple_Pack(3, sizes, flags, tags);
+    goto done;
+python_decides:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(sizes);
+    Py_XDECREF(flags);
+    Py_XDECREF(tags);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&topic);
+    return result;
+}
+
+/* ---- the store: stamp records k..j of a chunk and write their ConsumeQueue entries ---- */
+
+static PyObject *py_stamp(PyObject *self, PyObject *args) {
+    Py_buffer out, host, cq;
+    PyObject *sizes, *flags, *tags, *phys;
+    Py_ssize_t k, j;
+    int queue_id;
+    long long first_queue_offset, at, store_ms;
+    if (!PyArg_ParseTuple(args, "w*O!O!O!O!nniLLLy*w*", &out, &PyList_Type, &sizes, &PyList_Type,
+                          &flags, &PyList_Type, &tags, &PyList_Type, &phys, &k, &j, &queue_id,
+                          &first_queue_offset, &at, &store_ms, &host, &cq))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(sizes);
+    if (k < 0 || j > n || k > j || PyList_GET_SIZE(flags) < j || PyList_GET_SIZE(tags) < j ||
+        PyList_GET_SIZE(phys) < j || host.len != 8 || cq.len < CQ_ENTRY_SIZE * j) {
+        PyErr_SetString(PyExc_ValueError, "stamp: arguments do not agree");
+        goto done;
+    }
+    uint8_t *o = out.buf;
+    uint8_t *c = cq.buf;
+    Py_ssize_t local = 0;
+    for (Py_ssize_t i = k; i < j; i++) {
+        long size = PyLong_AsLong(PyList_GET_ITEM(sizes, i));
+        long flag = PyLong_AsLong(PyList_GET_ITEM(flags, i));
+        long long code = PyLong_AsLongLong(PyList_GET_ITEM(tags, i));
+        if (PyErr_Occurred()) goto done;
+        if (size < FIXED_SIZE || local + size > out.len) {
+            PyErr_SetString(PyExc_ValueError, "stamp: record sizes overrun the chunk");
+            goto done;
+        }
+        uint8_t *r = o + local;
+        put_u32(r + 12, (uint32_t)queue_id);
+        put_u32(r + 16, (uint32_t)flag);
+        put_i64(r + 20, first_queue_offset + i);
+        put_i64(r + 28, at);
+        put_i64(r + 56, store_ms);
+        memcpy(r + 64, host.buf, 8);
+        put_u32(r + 8, crc32_of(r + 12, size - 12));
+        uint8_t *e = c + CQ_ENTRY_SIZE * i;
+        put_i64(e, at);
+        put_u32(e + 8, (uint32_t)size);
+        put_i64(e + 12, code);
+        PyObject *p = PyLong_FromLongLong(at);
+        if (!p) goto done;
+        if (PyList_SetItem(phys, i, p) < 0) goto done;
+        at += size;
+        local += size;
+    }
+    result = PyLong_FromLongLong(at);
+done:
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&host);
+    PyBuffer_Release(&cq);
+    return result;
+}
+
+/* ---- the index: key hashes of whole records ---- */
+
+static int is_ascii_space(uint8_t ch) {
+    /* str.split()'s whitespace among ASCII: \t \n \v \f \r, \x1c-\x1f and the space */
+    return ch == ' ' || (ch >= 9 && ch <= 13) || (ch >= 0x1c && ch <= 0x1f);
+}
+
+static int add_hash(PyObject *hashes, uint64_t h) {
+    PyObject *v = PyLong_FromUnsignedLongLong(h);
+    if (!v) return -1;
+    int rc = PyList_Append(hashes, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* Appends the hashes of the space-separated keys in value (ASCII, duplicates once). */
+static int add_key_hashes(PyObject *hashes, const uint8_t *topic, Py_ssize_t topic_len,
+                          const uint8_t *value, Py_ssize_t n) {
+    Py_ssize_t starts[64], lens[64];
+    int found = 0;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        while (i < n && is_ascii_space(value[i])) i++;
+        if (i >= n) break;
+        Py_ssize_t s = i;
+        while (i < n && !is_ascii_space(value[i])) i++;
+        int dup = 0;
+        for (int q = 0; q < found && !dup; q++)
+            dup = lens[q] == i - s && memcmp(value + starts[q], value + s, (size_t)(i - s)) == 0;
+        if (dup) continue;
+        if (found == 64) return 1; /* unusually many: the Python code decides */
+        starts[found] = s;
+        lens[found] = i - s;
+        found++;
+    }
+    for (int q = 0; q < found; q++) {
+        if (add_hash(hashes, key_hash3('K', topic, topic_len, value + starts[q], lens[q])) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *py_indexed_records(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+    const uint8_t *d = buf.buf;
+    Py_ssize_t end = buf.len, pos = 0;
+    PyObject *out = PyList_New(0);
+    PyObject *hashes = NULL;
+    if (!out) goto fail;
+    while (pos < end) {
+        if (end - pos < OFF_BODY) {
+            if (end - pos >= BLANK_MIN && get_u32(d + pos + 4) == BLANK_MAGIC &&
+                get_i32(d + pos) > 0) {
+                pos += get_i32(d + pos);
+                continue;
+            }
+            goto python_decides;
+        }
+        const uint8_t *r = d + pos;
+        int32_t size = get_i32(r);
+        uint32_t magic = get_u32(r + 4);
+        if (magic != MAGIC) {
+            if (magic == BLANK_MAGIC && size > 0) {
+                pos += size;
+                continue;
+            }
+            goto python_decides;
+        }
+        int64_t phys = get_i64(r + 28);
+        int32_t sysflag = get_i32(r + 36);
+        int64_t store_ms = get_i64(r + 56);
+        int32_t body_len = get_i32(r + 84);
+        Py_ssize_t stop = pos + size;
+        Py_ssize_t at = pos + OFF_BODY + body_len;
+        if (size < FIXED_SIZE || size > end - pos || body_len < 0 || at + 3 > stop)
+            goto python_decides;
+        Py_ssize_t topic_end = at + 1 + d[at];
+        Py_ssize_t props = topic_end + 2;
+        if (props > stop || props + ((d[topic_end] << 8) | d[topic_end + 1]) != stop)
+            goto python_decides;
+        pos = stop;
+        if ((sysflag & TX_ROLLBACK) == TX_ROLLBACK || props == stop) continue;
+        const uint8_t *topic = d + at + 1;
+        Py_ssize_t topic_len = d[at];
+        hashes = PyList_New(0);
+        if (!hashes) goto fail;
+        Py_ssize_t v0, v1;
+        if (find_property(d + props, stop - props, "KEYS\x01", 5, &v0, &v1)) {
+            for (Py_ssize_t b = v0; b < v1; b++)
+                if (d[props + b] >= 0x80) goto python_decides; /* decoded as UTF-8 there */
+            int rc = add_key_hashes(hashes, topic, topic_len, d + props + v0, v1 - v0);
+            if (rc < 0) goto fail;
+            if (rc > 0) goto python_decides;
+        }
+        if (find_property(d + props, stop - props, "UNIQ_KEY\x01", 9, &v0, &v1) && v1 > v0) {
+            if (add_hash(hashes, key_hash3('U', topic, topic_len, d + props + v0, v1 - v0)) < 0)
+                goto fail;
+        }
+        if (PyList_GET_SIZE(hashes) > 0) {
+            PyObject *item = Py_BuildValue("(LLO)", (long long)phys, (long long)store_ms, hashes);
+            if (!item) goto fail;
+            int rc = PyList_Append(out, item);
+            Py_DECREF(item);
+            if (rc < 0) goto fail;
+        }
+        Py_CLEAR(hashes);
+    }
+    PyBuffer_Release(&buf);
+    return out;
+python_decides:
+    Py_XDECREF(hashes);
+    Py_XDECREF(out);
+    PyBuffer_Release(&buf);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(hashes);
+    Py_XDECREF(out);
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
+/* ---- small entry points for the tests ---- */
+
+static PyObject *py_crc32(PyObject *self, PyObject *args) {
+    Py_buffer b;
+    if (!PyArg_ParseTuple(args, "y*", &b)) return NULL;
+    uint32_t c = crc32_of(b.buf, b.len);
+    PyBuffer_Release(&b);
+    return PyLong_FromUnsignedLong(c);
+}
+
+static PyObject *py_key_hash(PyObject *self, PyObject *args) {
+    Py_buffer topic, key;
+    int unique;
+    if (!PyArg_ParseTuple(args, "y*y*p", &topic, &key, &unique)) return NULL;
+    uint64_t h = key_hash3(unique ? 'U' : 'K', topic.buf, topic.len, key.buf, key.len);
+    PyBuffer_Release(&topic);
+    PyBuffer_Release(&key);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+static PyMethodDef methods[] = {
+    {"scan_batch", py_scan_batch, METH_VARARGS,
+     "scan_batch(buf, count, topic, max_body, max_record, tags_fallback) -> "
+     "(sizes, flags, tags) or None when the Python scan must explain a bad record"},
+    {"stamp", py_stamp, METH_VARARGS,
+     "stamp(out, sizes, flags, tags, phys, k, j, queue_id, first_queue_offset, at, store_ms, "
+     "host, cq) -> the log offset after record j-1"},
+    {"indexed_records", py_indexed_records, METH_VARARGS,
+     "indexed_records(buf) -> [(phys, store_ms, [hashes])] or None when the Python code "
+     "must decide"},
+    {"crc32", py_crc32, METH_VARARGS, "crc32(data) -> zlib.crc32(data)"},
+    {"key_hash", py_key_hash, METH_VARARGS,
+     "key_hash(topic, key, unique) -> the index hash of one key"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups",
+                                    "Ferry's per-record loops in C (see ferry.native).", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__speedups(void) {
+    crc_init();
+    return PyModule_Create(&module);
+}

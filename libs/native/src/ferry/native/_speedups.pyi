@@ -1,0 +1,31 @@
+from collections.abc import Callable
+from typing import Any
+
+def scan_batch(
+    buf: Any,
+    count: int,
+    topic: bytes,
+    max_body: int,
+    max_record: int,
+    tags_fallback: Callable[[bytes], int],
+    /,
+) -> tuple[list[int], list[int], list[int]] | None: ...
+def stamp(
+    out: bytearray,
+    sizes: list[int],
+    flags: list[int],
+    tags: list[int],
+    phys: list[int],
+    k: int,
+    j: int,
+    queue_id: int,
+    first_queue_offset: int,
+    at: int,
+    store_ms: int,
+    host: bytes,
+    cq: bytearray,
+    /,
+) -> int: ...
+def indexed_records(buf: Any, /) -> list[tuple[int, int, list[int]]] | None: ...
+def crc32(data: Any, /) -> int: ...
+def key_hash(topic: bytes, key: bytes, unique: bool, /) -> int: ...

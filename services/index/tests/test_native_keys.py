@@ -1,0 +1,90 @@
+"""The C key scan gives what the Python reference gives, and leaves to it what it must
+decide (malformed records, non-ASCII keys)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from ferry import native
+from ferry.index import keys
+from ferry.protocol import record
+
+pytestmark = pytest.mark.skipif(not native.BUILT, reason="the C extension is not built here")
+
+
+def stored(topic: str, props: dict[str, str], *, sysflag: int = 0, phys: int = 0) -> bytes:
+    raw = bytearray(
+        record.encode_record(
+            topic.encode(), b"body", record.encode_properties(props), sysflag=sysflag
+        )
+    )
+    raw[28:36] = phys.to_bytes(8, "big")  # as the store stamps it
+    raw[56:64] = (1_700_000_000_000 + phys).to_bytes(8, "big")
+    return bytes(raw)
+
+
+def log_of(n: int, seed: int) -> bytes:
+    rng = random.Random(seed)
+    key_sets = ["", "k1", "k1 k2", "k1  k1\tk2", " lead trail ", "a\x1cb", "dup dup dup"]
+    out = bytearray()
+    for _ in range(n):
+        props = {}
+        if rng.random() < 0.9:
+            props["UNIQ_KEY"] = f"{rng.getrandbits(64):016X}"
+        chosen = rng.choice(key_sets)
+        if chosen:
+            props["KEYS"] = chosen
+        if rng.random() < 0.2:
+            props = {"XKEYS": "decoy", "NOT_UNIQ_KEY": "decoy", **props}
+        topic = rng.choice(["T", "Orders", "t" * 200])
+        out += stored(topic, props, sysflag=rng.choice([0, 0, 4, 8, 12]), phys=len(out))
+        if rng.random() < 0.05:
+            out += record.PREFIX.pack(40, record.BLANK_MAGIC) + bytes(32)  # a segment tail
+    return bytes(out)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_c_key_scan_matches_python(seed: int) -> None:
+    data = log_of(200, seed)
+    got = native.indexed_records(data)
+    assert got is not None
+    assert got == keys.indexed_records_py(data)
+    assert any(len(h) > 1 for _, _, h in got)  # business keys and unique keys both hashed
+
+
+def test_key_hashes_are_the_documented_ones() -> None:
+    data = stored("Orders", {"KEYS": "a b a", "UNIQ_KEY": "ID1"}, phys=0)
+    assert native.indexed_records(data) == [
+        (
+            0,
+            1_700_000_000_000,
+            [
+                keys.key_hash("Orders", "a"),
+                keys.key_hash("Orders", "b"),
+                keys.key_hash("Orders", "ID1", unique=True),
+            ],
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        stored("T", {"KEYS": "clé naïve"}),  # non-ASCII keys: decoded as UTF-8 in Python
+        stored("T", {"KEYS": " ".join(f"k{i}" for i in range(100))}),  # many keys
+        stored("T", {"KEYS": "k"})[:-3],  # truncated
+        b"\x00" * 100,  # garbage
+    ],
+    ids=["non-ascii", "many-keys", "truncated", "garbage"],
+)
+def test_unusual_records_are_left_to_python(data: bytes) -> None:
+    assert native.indexed_records(data) is None
+    try:
+        expected = keys.indexed_records_py(data)
+    except record.RecordError:
+        with pytest.raises(record.RecordError):
+            keys.indexed_records(data)
+    else:
+        assert keys.indexed_records(data) == expected
