@@ -1,4 +1,8 @@
-"""The C extension; everything else is in pyproject.toml."""
+"""The C extension; everything else is in pyproject.toml.
+
+optional: where it cannot be built (no C compiler), the install goes on without it and
+ferry.native.ENABLED is False, so the Python code runs.
+"""
 
 from setuptools import Extension, setup
 
@@ -8,6 +12,7 @@ setup(
             "ferry.native._speedups",
             ["src/ferry/native/_speedups.c"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            optional=True,
         )
     ]
 )

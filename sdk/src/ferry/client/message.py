@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ferry import native
 from ferry.protocol import record
 from ferry.protocol.codes import SendStatus
 from ferry.protocol.errors import InvalidParameterError, MessageIllegalError
@@ -434,12 +435,45 @@ def decode_records(
     other tags are skipped before their body is copied. Raises record.RecordError at the
     first bad record, the ones before it appended.
 
-    The hot path of consumption: one struct unpack per record, no intermediate Record, and
-    queues, hosts and offset-id prefixes looked up once per frame."""
+    The hot path of consumption. The C decoder (ferry.native) takes the plain records and
+    stops at any other (blank, compressed, delayed, malformed); decode_records_py takes that
+    one and hands back."""
     if type(buf) is not bytes:
         buf = bytes(buf)  # one copy: slices of bytes are cheaper than of a memoryview
+    if not native.ENABLED:
+        decode_records_py(buf, broker_name, tags, out)
+        return
     stop = len(buf)
     pos = 0
+    while pos < stop:
+        pos = native.decode_records(
+            buf, pos, broker_name, tags, out, MessageExt, MessageQueue,
+            record.topic_of, record.unpack_host, _host_info,
+        )  # fmt: skip
+        if pos < stop:
+            pos = decode_records_py(buf, broker_name, tags, out, pos, one=True)
+
+
+def _host_info(raw: bytes) -> tuple[str, str]:
+    text = record.unpack_host(raw)
+    return text, host_hex(text)
+
+
+def decode_records_py(
+    buf: bytes,
+    broker_name: str,
+    tags: frozenset[str] | None,
+    out: list[MessageExt],
+    pos: int = 0,
+    *,
+    one: bool = False,
+) -> int:
+    """decode_records in Python from `pos` (the reference for the C decoder); with `one`,
+    returns after the first record that is not a blank. Returns where it stopped.
+
+    One struct unpack per record, no intermediate Record, and queues, hosts and offset-id
+    prefixes looked up once per frame."""
+    stop = len(buf)
     queues: dict[tuple[str, int], MessageQueue] = {}
     hosts: dict[bytes, tuple[str, str]] = {}  # raw store host -> (text, offset id prefix)
     new = MessageExt.__new__
@@ -481,6 +515,8 @@ def decode_records(
         tag = props.get(record.PROPERTY_TAGS) or None
         if tags is not None and tag not in tags:
             pos = end
+            if one:
+                break
             continue
         topic = record.topic_of(buf[at + 1 : at + 1 + topic_len])
         body = buf[pos + record.OFF_BODY : at]
@@ -531,6 +567,9 @@ def decode_records(
         msg.sysflag = sysflag
         out.append(msg)
         pos = end
+        if one:
+            break
+    return pos
 
 
 def decode_message(rec: record.Record, broker_name: str) -> MessageExt:

@@ -11,7 +11,14 @@ from __future__ import annotations
 import os
 
 try:
-    from ferry.native._speedups import crc32, indexed_records, key_hash, scan_batch, stamp
+    from ferry.native._speedups import (
+        crc32,
+        decode_records,
+        indexed_records,
+        key_hash,
+        scan_batch,
+        stamp,
+    )
 except ImportError:  # pragma: no cover - only where the extension could not be built
     BUILT = False
 else:
@@ -23,6 +30,7 @@ __all__ = [
     "BUILT",
     "ENABLED",
     "crc32",
+    "decode_records",
     "describe",
     "indexed_records",
     "key_hash",

@@ -449,6 +449,249 @@ fail:
     return NULL;
 }
 
+
+/* ---- the SDK: pulled records as MessageExt objects ---- */
+
+#define N_ATTRS 20
+static const char *ATTR_NAMES[N_ATTRS] = {
+    "topic", "body", "tags", "keys", "properties", "delay_level", "deliver_at_ms",
+    "msg_id", "offset_msg_id", "queue", "queue_offset", "commitlog_offset", "born_timestamp",
+    "store_timestamp", "born_host", "store_host", "reconsume_times", "broker_name", "flag",
+    "sysflag"};
+enum {
+    A_TOPIC, A_BODY, A_TAGS, A_KEYS, A_PROPERTIES, A_DELAY_LEVEL, A_DELIVER_AT_MS, A_MSG_ID,
+    A_OFFSET_MSG_ID, A_QUEUE, A_QUEUE_OFFSET, A_COMMITLOG_OFFSET, A_BORN_TIMESTAMP,
+    A_STORE_TIMESTAMP, A_BORN_HOST, A_STORE_HOST, A_RECONSUME_TIMES, A_BROKER_NAME, A_FLAG,
+    A_SYSFLAG};
+static PyObject *attr_names[N_ATTRS];
+static PyObject *str_TAGS, *str_KEYS, *str_UNIQ_KEY, *empty_tuple;
+
+/* property names seen lately (few distinct ones: TAGS, KEYS, UNIQ_KEY, traceparent, ...) */
+#define KEY_CACHE 16
+#define KEY_MAX 32
+static struct { Py_ssize_t len; uint8_t raw[KEY_MAX]; PyObject *str; } key_cache[KEY_CACHE];
+static int key_cache_next;
+
+static PyObject *property_name(const uint8_t *p, Py_ssize_t n) {
+    if (n <= KEY_MAX) {
+        for (int i = 0; i < KEY_CACHE; i++) {
+            if (key_cache[i].str && key_cache[i].len == n && memcmp(key_cache[i].raw, p, (size_t)n) == 0)
+                return Py_NewRef(key_cache[i].str);
+        }
+    }
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+    if (s && n <= KEY_MAX) {
+        int i = key_cache_next;
+        key_cache_next = (key_cache_next + 1) % KEY_CACHE;
+        Py_XSETREF(key_cache[i].str, Py_NewRef(s));
+        key_cache[i].len = n;
+        memcpy(key_cache[i].raw, p, (size_t)n);
+    }
+    return s;
+}
+
+/* The properties as record.decode_properties makes them; NULL with an error set on bad UTF-8.
+ * *special is set when DELAY or TIMER_DELIVER_MS is among them (the Python decoder's case). */
+static PyObject *decode_props(const uint8_t *p, Py_ssize_t n, int *special) {
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        const uint8_t *sep = memchr(p + i, 2, (size_t)(n - i));
+        Py_ssize_t item_end = sep ? (Py_ssize_t)(sep - p) : n;
+        if (item_end > i) {
+            const uint8_t *eq = memchr(p + i, 1, (size_t)(item_end - i));
+            Py_ssize_t key_end = eq ? (Py_ssize_t)(eq - p) : item_end;
+            Py_ssize_t value_at = eq ? key_end + 1 : item_end;
+            Py_ssize_t klen = key_end - i;
+            if ((klen == 5 && memcmp(p + i, "DELAY", 5) == 0) ||
+                (klen == 16 && memcmp(p + i, "TIMER_DELIVER_MS", 16) == 0))
+                *special = 1;
+            PyObject *k = property_name(p + i, klen);
+            PyObject *v = k ? PyUnicode_DecodeUTF8((const char *)p + value_at, item_end - value_at, NULL) : NULL;
+            int rc = (k && v) ? PyDict_SetItem(d, k, v) : -1;
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+            if (rc < 0) {
+                Py_DECREF(d);
+                return NULL;
+            }
+        }
+        i = item_end + 1;
+    }
+    return d;
+}
+
+static PyObject *offset_id_of(PyObject *prefix, int64_t phys) {
+    static const char HEX[] = "0123456789ABCDEF";
+    Py_ssize_t plen = PyUnicode_GET_LENGTH(prefix);
+    PyObject *s = PyUnicode_New(plen + 16, 127);
+    if (!s) return NULL;
+    Py_UCS1 *o = PyUnicode_1BYTE_DATA(s);
+    memcpy(o, PyUnicode_1BYTE_DATA(prefix), (size_t)plen);
+    uint64_t v = (uint64_t)phys;
+    for (int i = 15; i >= 0; i--) {
+        o[plen + i] = (Py_UCS1)HEX[v & 0xF];
+        v >>= 4;
+    }
+    return s;
+}
+
+/* A cache of one: the last raw bytes seen and what a Python helper made of them. */
+typedef struct { Py_ssize_t len; uint8_t raw[256]; PyObject *value; } Memo;
+
+static PyObject *memo_get(Memo *m, const uint8_t *p, Py_ssize_t n, PyObject *helper) {
+    if (m->value && m->len == n && memcmp(m->raw, p, (size_t)n) == 0) return Py_NewRef(m->value);
+    PyObject *v = PyObject_CallFunction(helper, "y#", p, n);
+    if (!v) return NULL;
+    Py_XSETREF(m->value, Py_NewRef(v));
+    m->len = n;
+    memcpy(m->raw, p, (size_t)n);
+    return v;
+}
+
+static int set_attr(PyObject *msg, int which, PyObject *value) {
+    if (!value) return -1;
+    int rc = PyObject_SetAttr(msg, attr_names[which], value);
+    Py_DECREF(value);
+    return rc;
+}
+
+static PyObject *py_decode_records(PyObject *self, PyObject *args) {
+    PyObject *buf_obj, *broker_name, *tags, *out, *cls, *queue_cls, *topic_of, *unpack_host,
+        *host_info;
+    Py_ssize_t pos;
+    if (!PyArg_ParseTuple(args, "O!nUOO!OOOOO", &PyBytes_Type, &buf_obj, &pos, &broker_name,
+                          &tags, &PyList_Type, &out, &cls, &queue_cls, &topic_of, &unpack_host,
+                          &host_info))
+        return NULL;
+    if (!PyType_Check(cls) || (tags != Py_None && !PyAnySet_Check(tags))) {
+        PyErr_SetString(PyExc_TypeError, "decode_records: cls must be a type, tags a set");
+        return NULL;
+    }
+    const uint8_t *d = (const uint8_t *)PyBytes_AS_STRING(buf_obj);
+    Py_ssize_t stop = PyBytes_GET_SIZE(buf_obj);
+    Memo topic_memo = {0}, born_memo = {0}, store_memo = {0};
+    PyObject *queue = NULL, *queue_topic = NULL;
+    int32_t queue_qid = 0;
+    PyObject *result = NULL;
+    while (pos < stop) {
+        if (pos < 0 || stop - pos < OFF_BODY) break; /* a blank tail or a bad record: Python */
+        const uint8_t *r = d + pos;
+        int32_t size = get_i32(r);
+        int32_t body_len = get_i32(r + 84);
+        int32_t sysflag = get_i32(r + 36);
+        if (get_u32(r + 4) != MAGIC || size < FIXED_SIZE || size > stop - pos || body_len < 0 ||
+            (sysflag & 1))
+            break; /* blank, bad or compressed: Python */
+        Py_ssize_t end = pos + size;
+        Py_ssize_t at = pos + OFF_BODY + body_len;
+        if (at + 3 > end) break;
+        Py_ssize_t topic_len = d[at];
+        Py_ssize_t props_at = at + 3 + topic_len;
+        if (props_at > end) break;
+        int special = 0;
+        PyObject *props = decode_props(d + props_at, end - props_at, &special);
+        if (!props) {
+            PyErr_Clear(); /* Python raises what it raises on these bytes */
+            break;
+        }
+        if (special) {
+            Py_DECREF(props);
+            break;
+        }
+        PyObject *tag = PyDict_GetItemWithError(props, str_TAGS); /* borrowed */
+        if (tag && PyUnicode_GET_LENGTH(tag) == 0) tag = NULL;
+        if (!tag && PyErr_Occurred()) goto fail_props;
+        if (tags != Py_None) {
+            int in = PySet_Contains(tags, tag ? tag : Py_None);
+            if (in < 0) goto fail_props;
+            if (!in) {
+                Py_DECREF(props);
+                pos = end;
+                continue;
+            }
+        }
+        PyObject *topic = memo_get(&topic_memo, d + at + 1, topic_len, topic_of);
+        if (!topic) goto fail_props;
+        PyObject *host = memo_get(&store_memo, r + 64, 8, host_info); /* (text, id prefix) */
+        if (!host || !PyTuple_Check(host) || PyTuple_GET_SIZE(host) != 2) {
+            Py_XDECREF(host);
+            Py_DECREF(topic);
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "host_info: (text, prefix)");
+            goto fail_props;
+        }
+        int32_t qid = get_i32(r + 12);
+        if (!queue || queue_topic != topic || queue_qid != qid) {
+            PyObject *q = PyObject_CallFunction(queue_cls, "OOi", topic, broker_name, (int)qid);
+            if (!q) {
+                Py_DECREF(host);
+                Py_DECREF(topic);
+                goto fail_props;
+            }
+            Py_XSETREF(queue, q);
+            Py_XSETREF(queue_topic, Py_NewRef(topic));
+            queue_qid = qid;
+        }
+        int64_t phys = get_i64(r + 28);
+        PyObject *msg = ((PyTypeObject *)cls)->tp_new((PyTypeObject *)cls, empty_tuple, NULL);
+        PyObject *prefix = PyTuple_GET_ITEM(host, 1);
+        PyObject *offset_id = (msg && PyUnicode_Check(prefix) && PyUnicode_IS_ASCII(prefix))
+                                  ? offset_id_of(prefix, phys) : NULL;
+        if (!offset_id) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "host_info: ASCII prefix");
+            Py_XDECREF(msg);
+            Py_DECREF(host);
+            Py_DECREF(topic);
+            goto fail_props;
+        }
+        PyObject *keys = PyDict_GetItemWithError(props, str_KEYS); /* borrowed */
+        PyObject *uniq = PyDict_GetItemWithError(props, str_UNIQ_KEY);
+        if (uniq && PyUnicode_GET_LENGTH(uniq) == 0) uniq = NULL;
+        int rc = PyErr_Occurred() ? -1 : 0;
+        if (rc == 0) rc = set_attr(msg, A_TOPIC, Py_NewRef(topic));
+        if (rc == 0) rc = set_attr(msg, A_BODY, PyBytes_FromStringAndSize((const char *)r + OFF_BODY, body_len));
+        if (rc == 0) rc = set_attr(msg, A_TAGS, Py_NewRef(tag ? tag : Py_None));
+        if (rc == 0) rc = set_attr(msg, A_KEYS, (keys && PyUnicode_GET_LENGTH(keys)) ? PyUnicode_Split(keys, NULL, -1) : PyList_New(0));
+        if (rc == 0) rc = set_attr(msg, A_PROPERTIES, Py_NewRef(props));
+        if (rc == 0) rc = set_attr(msg, A_DELAY_LEVEL, PyLong_FromLong(0));
+        if (rc == 0) rc = set_attr(msg, A_DELIVER_AT_MS, Py_NewRef(Py_None));
+        if (rc == 0) rc = set_attr(msg, A_MSG_ID, Py_NewRef(uniq ? uniq : offset_id));
+        if (rc == 0) rc = set_attr(msg, A_OFFSET_MSG_ID, Py_NewRef(offset_id));
+        if (rc == 0) rc = set_attr(msg, A_QUEUE, Py_NewRef(queue));
+        if (rc == 0) rc = set_attr(msg, A_QUEUE_OFFSET, PyLong_FromLongLong(get_i64(r + 20)));
+        if (rc == 0) rc = set_attr(msg, A_COMMITLOG_OFFSET, PyLong_FromLongLong(phys));
+        if (rc == 0) rc = set_attr(msg, A_BORN_TIMESTAMP, PyLong_FromLongLong(get_i64(r + 40)));
+        if (rc == 0) rc = set_attr(msg, A_STORE_TIMESTAMP, PyLong_FromLongLong(get_i64(r + 56)));
+        if (rc == 0) rc = set_attr(msg, A_BORN_HOST, memo_get(&born_memo, r + 48, 8, unpack_host));
+        if (rc == 0) rc = set_attr(msg, A_STORE_HOST, Py_NewRef(PyTuple_GET_ITEM(host, 0)));
+        if (rc == 0) rc = set_attr(msg, A_RECONSUME_TIMES, PyLong_FromLong(get_i32(r + 72)));
+        if (rc == 0) rc = set_attr(msg, A_BROKER_NAME, Py_NewRef(broker_name));
+        if (rc == 0) rc = set_attr(msg, A_FLAG, PyLong_FromLong(get_i32(r + 16)));
+        if (rc == 0) rc = set_attr(msg, A_SYSFLAG, PyLong_FromLong(sysflag));
+        if (rc == 0) rc = PyList_Append(out, msg);
+        Py_DECREF(offset_id);
+        Py_DECREF(msg);
+        Py_DECREF(host);
+        Py_DECREF(topic);
+        Py_DECREF(props);
+        if (rc < 0) goto fail;
+        pos = end;
+        continue;
+    fail_props:
+        Py_DECREF(props);
+        goto fail;
+    }
+    result = PyLong_FromSsize_t(pos);
+fail:
+    Py_XDECREF(queue);
+    Py_XDECREF(queue_topic);
+    Py_XDECREF(topic_memo.value);
+    Py_XDECREF(born_memo.value);
+    Py_XDECREF(store_memo.value);
+    return result;
+}
+
 /* ---- small entry points for the tests ---- */
 
 static PyObject *py_crc32(PyObject *self, PyObject *args) {
@@ -479,6 +722,9 @@ static PyMethodDef methods[] = {
     {"indexed_records", py_indexed_records, METH_VARARGS,
      "indexed_records(buf) -> [(phys, store_ms, [hashes])] or None when the Python code "
      "must decide"},
+    {"decode_records", py_decode_records, METH_VARARGS,
+     "decode_records(buf, pos, broker_name, tags, out, cls, queue_cls, topic_of, unpack_host, "
+     "host_info) -> where it stopped: len(buf), or a record the Python decoder must take"},
     {"crc32", py_crc32, METH_VARARGS, "crc32(data) -> zlib.crc32(data)"},
     {"key_hash", py_key_hash, METH_VARARGS,
      "key_hash(topic, key, unique) -> the index hash of one key"},
@@ -486,9 +732,18 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups",
                                     "Ferry's per-record loops in C (see ferry.native).", -1,
-                                    methods};
+                                    methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__speedups(void) {
     crc_init();
+    for (int i = 0; i < N_ATTRS; i++) {
+        attr_names[i] = PyUnicode_InternFromString(ATTR_NAMES[i]);
+        if (!attr_names[i]) return NULL;
+    }
+    str_TAGS = PyUnicode_InternFromString("TAGS");
+    str_KEYS = PyUnicode_InternFromString("KEYS");
+    str_UNIQ_KEY = PyUnicode_InternFromString("UNIQ_KEY");
+    empty_tuple = PyTuple_New(0);
+    if (!str_TAGS || !str_KEYS || !str_UNIQ_KEY || !empty_tuple) return NULL;
     return PyModule_Create(&module);
 }

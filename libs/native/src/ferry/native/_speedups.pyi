@@ -29,3 +29,16 @@ def stamp(
 def indexed_records(buf: Any, /) -> list[tuple[int, int, list[int]]] | None: ...
 def crc32(data: Any, /) -> int: ...
 def key_hash(topic: bytes, key: bytes, unique: bool, /) -> int: ...
+def decode_records(
+    buf: bytes,
+    pos: int,
+    broker_name: str,
+    tags: frozenset[str] | None,
+    out: list[Any],
+    cls: type,
+    queue_cls: type,
+    topic_of: Callable[[bytes], str],
+    unpack_host: Callable[[bytes], str],
+    host_info: Callable[[bytes], tuple[str, str]],
+    /,
+) -> int: ...

@@ -1,0 +1,115 @@
+"""The consumer's frame decoder: C (ferry.native), its Python reference and decode_message
+agree field by field, on plain records and on the ones the C decoder hands to Python
+(compressed, delayed, blank tails, malformed)."""
+
+from __future__ import annotations
+
+import random
+import zlib
+
+import pytest
+
+from ferry import native
+from ferry.client import message as message_mod
+from ferry.client.message import MessageExt, decode_message, decode_records_py
+from ferry.protocol import record
+
+pytestmark = pytest.mark.skipif(not native.BUILT, reason="the C extension is not built here")
+
+
+def stored(i: int, rng: random.Random) -> bytes:
+    props: dict[str, str] = {}
+    if rng.random() < 0.9:
+        props["UNIQ_KEY"] = f"{rng.getrandbits(96):024X}"
+    props["TAGS"] = rng.choice(["", "TagA", "TagB", "é"])
+    if rng.random() < 0.5:
+        props["KEYS"] = rng.choice(["k1", "k1 k2", " a  b "])
+    if rng.random() < 0.1:
+        props["DELAY"] = "3"
+    if rng.random() < 0.1:
+        props["TIMER_DELIVER_MS"] = "1700000000999"
+    if rng.random() < 0.2:
+        props["traceparent"] = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
+    body = rng.randbytes(rng.randint(0, 300))
+    sysflag = 0
+    if rng.random() < 0.1:
+        body, sysflag = zlib.compress(body), record.SYSFLAG_COMPRESSED
+    raw = bytearray(
+        record.encode_record(
+            rng.choice([b"Orders", b"%RETRY%g"]),
+            body,
+            record.encode_properties(props),
+            sysflag=sysflag,
+            flag=rng.randint(-3, 3),
+            born_timestamp=1_700_000_000_000 + i,
+            born_host=record.pack_host(f"10.0.0.{rng.randint(1, 3)}:{rng.randint(1, 9)}"),
+            reconsume_times=rng.randint(0, 2),
+            queue_id=rng.choice([0, 1]),
+        )
+    )
+    record.OFFSETS.pack_into(raw, record.OFF_OFFSETS, i, 4096 + 1000 * i)
+    record.STORE_STAMP.pack_into(
+        raw, record.OFF_STORE_STAMP, 1_700_000_001_000 + i, record.pack_host("10.9.9.9:10911")
+    )
+    return bytes(raw)
+
+
+def frame(seed: int, n: int = 120) -> bytes:
+    rng = random.Random(seed)
+    out = bytearray()
+    for i in range(n):
+        out += stored(i, rng)
+        if rng.random() < 0.03:
+            out += record.PREFIX.pack(16, record.BLANK_MAGIC) + bytes(8)  # a segment tail
+    return bytes(out)
+
+
+def fields(msgs: list[MessageExt]) -> list[tuple[object, ...]]:
+    return [m._fields() for m in msgs]
+
+
+@pytest.mark.parametrize("tags", [None, frozenset({"TagA"}), frozenset({"TagB", "é"})])
+@pytest.mark.parametrize("seed", range(4))
+def test_c_decoder_matches_python_and_decode_message(
+    seed: int, tags: frozenset[str] | None
+) -> None:
+    buf = frame(seed)
+    by_c: list[MessageExt] = []
+    message_mod.decode_records(buf, "broker-a", tags, by_c)
+    by_py: list[MessageExt] = []
+    assert decode_records_py(buf, "broker-a", tags, by_py) == len(buf)
+    assert fields(by_c) == fields(by_py)
+    assert by_c and len({m.queue.queue_id for m in by_c}) == 2
+    if tags is None:  # every record, as the general decoder makes it
+        reference = [decode_message(r, "broker-a") for r in record.iter_records(buf)]
+        assert fields(by_c) == fields(reference)
+        assert any(m.sysflag & record.SYSFLAG_COMPRESSED for m in by_c)
+        assert any(m.delay_level == 3 for m in by_c)
+
+
+def test_c_decoder_alone_takes_plain_records_to_the_end() -> None:
+    rng = random.Random(7)
+    records = [stored(i, rng) for i in range(80)]
+    plain = b"".join(  # without what the C decoder leaves to Python
+        raw
+        for raw in records
+        if not {"DELAY", "TIMER_DELIVER_MS"} & next(record.iter_records(raw)).properties.keys()
+        and not next(record.iter_records(raw)).sysflag & record.SYSFLAG_COMPRESSED
+    )
+    out: list[MessageExt] = []
+    stopped = native.decode_records(
+        plain, 0, "b", None, out, MessageExt, message_mod.MessageQueue,
+        record.topic_of, record.unpack_host, message_mod._host_info,
+    )  # fmt: skip
+    assert stopped == len(plain)
+    assert len(out) > 40
+    assert fields(out) == fields([decode_message(r, "b") for r in record.iter_records(plain)])
+
+
+@pytest.mark.parametrize("cut", [1, 10, 90])
+def test_a_truncated_frame_raises_after_the_good_records(cut: int) -> None:
+    buf = frame(1, 10)
+    out: list[MessageExt] = []
+    with pytest.raises(record.RecordError):
+        message_mod.decode_records(buf[:-cut], "b", None, out)
+    assert 0 < len(out) < 10 or cut >= 90
