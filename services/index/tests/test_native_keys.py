@@ -1,14 +1,16 @@
-"""The C key scan gives what the Python reference gives, and leaves to it what it must
-decide (malformed records, non-ASCII keys)."""
+"""The C key scan and entry writer give what the Python references give, and the scan leaves
+to Python what it must decide (malformed records, non-ASCII keys)."""
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
 from ferry import native
 from ferry.index import keys
+from ferry.index.index_file import IndexFile
 from ferry.protocol import record
 
 pytestmark = pytest.mark.skipif(not native.BUILT, reason="the C extension is not built here")
@@ -88,3 +90,38 @@ def test_unusual_records_are_left_to_python(data: bytes) -> None:
             keys.indexed_records(data)
     else:
         assert keys.indexed_records(data) == expected
+
+
+def fill(path: Path, use_native: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, IndexFile]:
+    monkeypatch.setattr(native, "ENABLED", use_native)
+    index = IndexFile.create(path, 97, 5000)  # few slots: long chains, batch-local links
+    rng = random.Random(3)
+    for batch in range(20):
+        records = [
+            (
+                batch * 1000 + i,
+                1_700_000_000_000 + rng.randint(-50, 50),
+                [rng.getrandbits(64) for _ in range(rng.randint(1, 3))],
+            )
+            for i in range(rng.randint(1, 60))
+        ]
+        index.put_records(records)
+        index.commit(batch * 1000 + 999)
+    index.sync()
+    return path.read_bytes(), index
+
+
+def test_c_entries_write_the_same_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    by_c, c_index = fill(tmp_path / "c", True, monkeypatch)
+    by_py, py_index = fill(tmp_path / "py", False, monkeypatch)
+    try:
+        assert by_c == by_py
+
+        def summary(index: IndexFile) -> tuple[int, ...]:
+            return (index.count, index.begin_ms, index.end_ms, index.begin_phys, index.end_phys)
+
+        assert summary(c_index) == summary(py_index)
+        assert c_index.count > 500
+    finally:
+        c_index.close()
+        py_index.close()

@@ -16,6 +16,7 @@ try:
         decode_records,
         indexed_records,
         key_hash,
+        put_entries,
         scan_batch,
         stamp,
     )
@@ -34,6 +35,7 @@ __all__ = [
     "describe",
     "indexed_records",
     "key_hash",
+    "put_entries",
     "scan_batch",
     "stamp",
 ]

@@ -450,6 +450,97 @@ fail:
 }
 
 
+/* ---- the index: entries of a batch of records into a mapped index file ---- */
+
+static inline void put_le32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
+}
+static inline void put_le64(uint8_t *p, uint64_t v) {
+    put_le32(p, (uint32_t)v);
+    put_le32(p + 4, (uint32_t)(v >> 32));
+}
+static inline uint32_t get_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+#define ENTRY_SIZE 32
+#define ENTRY_MARKER 0xE7E7E7E7u
+
+/* As IndexFile.put_records: every entry first (chained to the newest entry of its slot, in
+ * this batch or before), then the slots, so that a crash in between leaves the slots as they
+ * were. Returns (entries written, lowest store ms, highest store ms). */
+static PyObject *py_put_entries(PyObject *self, PyObject *args) {
+    Py_buffer mm;
+    Py_ssize_t entries_at, slots_at, nslots, first;
+    PyObject *records;
+    if (!PyArg_ParseTuple(args, "w*nnnnO!", &mm, &entries_at, &slots_at, &nslots, &first,
+                          &PyList_Type, &records))
+        return NULL;
+    PyObject *result = NULL;
+    uint32_t *keys = NULL, *vals = NULL;
+    Py_ssize_t total = 0, nrec = PyList_GET_SIZE(records);
+    for (Py_ssize_t i = 0; i < nrec; i++) {
+        PyObject *rec = PyList_GET_ITEM(records, i);
+        if (!PyTuple_Check(rec) || PyTuple_GET_SIZE(rec) != 3 || !PyList_Check(PyTuple_GET_ITEM(rec, 2))) {
+            PyErr_SetString(PyExc_TypeError, "put_entries: records are (phys, store_ms, [hashes])");
+            goto done;
+        }
+        total += PyList_GET_SIZE(PyTuple_GET_ITEM(rec, 2));
+    }
+    if (nslots <= 0 || first < 1 || first + total > UINT32_MAX ||
+        slots_at + 4 * nslots > mm.len || entries_at + (first + total) * ENTRY_SIZE > mm.len) {
+        PyErr_SetString(PyExc_ValueError, "put_entries: the entries do not fit the file");
+        goto done;
+    }
+    Py_ssize_t cap = 16;
+    while (cap < 2 * total) cap <<= 1;
+    keys = PyMem_Malloc(sizeof(uint32_t) * (size_t)cap); /* slot + 1; 0 is empty */
+    vals = PyMem_Malloc(sizeof(uint32_t) * (size_t)cap);
+    if (!keys || !vals) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memset(keys, 0, sizeof(uint32_t) * (size_t)cap);
+    uint8_t *base = mm.buf;
+    long long lo_ms = 0, hi_ms = 0;
+    uint32_t n = (uint32_t)first;
+    for (Py_ssize_t i = 0; i < nrec; i++) {
+        PyObject *rec = PyList_GET_ITEM(records, i);
+        long long phys = PyLong_AsLongLong(PyTuple_GET_ITEM(rec, 0));
+        long long ms = PyLong_AsLongLong(PyTuple_GET_ITEM(rec, 1));
+        if (PyErr_Occurred()) goto done;
+        if (i == 0 || ms < lo_ms) lo_ms = ms;
+        if (i == 0 || ms > hi_ms) hi_ms = ms;
+        PyObject *hashes = PyTuple_GET_ITEM(rec, 2);
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(hashes); k++) {
+            uint64_t h = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(hashes, k));
+            if (PyErr_Occurred()) goto done;
+            uint32_t slot = (uint32_t)(h % (uint64_t)nslots);
+            Py_ssize_t at = (Py_ssize_t)((slot * 2654435761u) & (uint32_t)(cap - 1));
+            while (keys[at] && keys[at] != slot + 1) at = (at + 1) & (cap - 1);
+            uint32_t prev = keys[at] ? vals[at] : get_le32(base + slots_at + 4 * (Py_ssize_t)slot);
+            keys[at] = slot + 1;
+            vals[at] = n;
+            uint8_t *e = base + entries_at + (Py_ssize_t)n * ENTRY_SIZE;
+            put_le64(e, h);
+            put_le64(e + 8, (uint64_t)phys);
+            put_le64(e + 16, (uint64_t)ms);
+            put_le32(e + 24, prev);
+            put_le32(e + 28, ENTRY_MARKER);
+            n++;
+        }
+    }
+    for (Py_ssize_t at = 0; at < cap; at++) {
+        if (keys[at]) put_le32(base + slots_at + 4 * (Py_ssize_t)(keys[at] - 1), vals[at]);
+    }
+    result = Py_BuildValue("(nLL)", total, lo_ms, hi_ms);
+done:
+    PyMem_Free(keys);
+    PyMem_Free(vals);
+    PyBuffer_Release(&mm);
+    return result;
+}
+
 /* ---- the SDK: pulled records as MessageExt objects ---- */
 
 #define N_ATTRS 20
@@ -725,6 +816,9 @@ static PyMethodDef methods[] = {
     {"decode_records", py_decode_records, METH_VARARGS,
      "decode_records(buf, pos, broker_name, tags, out, cls, queue_cls, topic_of, unpack_host, "
      "host_info) -> where it stopped: len(buf), or a record the Python decoder must take"},
+    {"put_entries", py_put_entries, METH_VARARGS,
+     "put_entries(mm, entries_at, slots_at, slot_count, first, records) -> "
+     "(entries written, lowest store ms, highest store ms)"},
     {"crc32", py_crc32, METH_VARARGS, "crc32(data) -> zlib.crc32(data)"},
     {"key_hash", py_key_hash, METH_VARARGS,
      "key_hash(topic, key, unique) -> the index hash of one key"},

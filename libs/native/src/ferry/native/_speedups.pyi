@@ -42,3 +42,12 @@ def decode_records(
     host_info: Callable[[bytes], tuple[str, str]],
     /,
 ) -> int: ...
+def put_entries(
+    mm: Any,
+    entries_at: int,
+    slots_at: int,
+    slot_count: int,
+    first: int,
+    records: list[tuple[int, int, list[int]]],
+    /,
+) -> tuple[int, int, int]: ...

@@ -27,10 +27,11 @@ import os
 import struct
 import sys
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from ferry import native
 from ferry.protocol.errors import BrokerSystemError
 
 MAGIC = 0x46494458  # "FIDX"
@@ -200,9 +201,9 @@ class IndexFile:
 
     def put(self, key_hash: int, phys_offset: int, store_ms: int) -> None:
         """Adds one entry (visible to lookups at once, durable after commit())."""
-        self.put_records([(phys_offset, store_ms, (key_hash,))])
+        self.put_records([(phys_offset, store_ms, [key_hash])])
 
-    def put_records(self, records: Sequence[tuple[int, int, Sequence[int]]]) -> None:
+    def put_records(self, records: list[tuple[int, int, list[int]]]) -> None:
         """Adds an entry for each key hash of each (CommitLog offset, store ms, hashes)."""
         first = self.count + 1
         last = self.count + sum(len(r[2]) for r in records)
@@ -210,6 +211,18 @@ class IndexFile:
             raise IndexFileError(f"{self.path} is full ({self.max_entries} entries)")
         if last > self._reserved:
             self._reserve(first, last)
+        if native.ENABLED:
+            _, low_ms, high_ms = native.put_entries(
+                self._mm, self._entries_at, HEADER_SIZE, self.slot_count, first, records
+            )
+            self._put_done(records, last, low_ms, high_ms)
+        else:
+            self._put_records_py(records, first, last)
+
+    def _put_records_py(
+        self, records: list[tuple[int, int, list[int]]], first: int, last: int
+    ) -> None:
+        """put_records in Python: the reference for native.put_entries."""
         slot_of, link = self._slots.get, self._slots.set
         nslots = self.slot_count
         linked: dict[int, int] = {}  # slot -> its newest entry in this batch
@@ -231,14 +244,19 @@ class IndexFile:
         )
         for slot, n in linked.items():
             link(slot, n)
+        times = [r[1] for r in records]
+        self._put_done(records, last, min(times), max(times))
+
+    def _put_done(
+        self, records: list[tuple[int, int, list[int]]], last: int, low_ms: int, high_ms: int
+    ) -> None:
         self.count = last
         if self.begin_phys < 0:
             self.begin_phys = records[0][0]
         self.end_phys = records[-1][0]
-        times = [r[1] for r in records]
-        if self.begin_ms == NO_TIME or min(times) < self.begin_ms:
-            self.begin_ms = min(times)
-        self.end_ms = max(self.end_ms, *times)
+        if self.begin_ms == NO_TIME or low_ms < self.begin_ms:
+            self.begin_ms = low_ms
+        self.end_ms = max(self.end_ms, high_ms)
         self.dirty = True
 
     def _reserve(self, first: int, last: int) -> None:
