@@ -39,7 +39,7 @@ from peers.report import (
     Cell,
 )
 from peers.servers import Servers, start_nats, start_rabbitmq, start_redis
-from peers.workload import Latency
+from peers.workload import Latency, settle
 
 WORKLOADS = ("produce", "consume", "send_async", "sync_latency", "end_to_end", "topics")
 PEERS = ("ferry", "redis", "nats", "rabbitmq")
@@ -144,28 +144,6 @@ def run_workload(
                 f"waited {waited:.1f}s for an idle machine)",
                 flush=True,
             )
-
-
-def cpu_busy() -> tuple[int, int]:
-    """(busy, total) jiffies of the whole machine since boot (/proc/stat)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields) - idle, sum(fields)
-
-
-def settle(busy_below: float = 0.15, window_s: float = 0.5, limit_s: float = 60.0) -> float:
-    """Waits until the machine is idle (under 15 % busy over half a second), at most a
-    minute; returns the seconds waited. Every system gets this before every measurement, so
-    that work left from the previous one (Ferry's index catching up, a peer's background
-    flush) is not charged to the next system measured."""
-    started = time.monotonic()
-    while time.monotonic() - started < limit_s:
-        busy0, total0 = cpu_busy()
-        time.sleep(window_s)  # the sampling window of the idle check
-        busy1, total1 = cpu_busy()
-        if (busy1 - busy0) < busy_below * max(total1 - total0, 1):
-            break
-    return time.monotonic() - started
 
 
 def measure(

@@ -17,7 +17,7 @@ from ferry.protocol.errors import InvalidParameterError, MessageIllegalError
 from ferry.store.checkpoint import Checkpoint
 from ferry.store.commit_log import CQ_ENTRY
 from ferry.store.flush import Flusher
-from ferry.store.mapped_file import MappedFile
+from ferry.store.mapped_file import MappedFile, PendingDir
 from ferry.store.store import MessageStore
 from ferry.store.store_lock import StoreLockedError
 
@@ -558,3 +558,19 @@ def test_a_failed_flush_is_reported_and_the_flusher_goes_on(
             assert store.status().flushed_offset == store.status().max_offset
         finally:
             flusher.close()
+
+
+def test_a_new_queue_directory_is_synced_by_the_next_flush_not_on_the_put(
+    store: MessageStore, batch: MakeBatch
+) -> None:
+    store.flush()
+    store.put("Fresh", 2, 1, batch("Fresh", [b"x"]))
+    plan = store.begin_flush()
+    assert plan is not None
+    cq_root = store.queues.root
+    pending = {f.path for f in plan.files if isinstance(f, PendingDir)}
+    # the parents that got entries: consumequeue/ (topics), the topic (queue), the queue (file)
+    assert {cq_root, cq_root / "Fresh", cq_root / "Fresh" / "2"} <= pending
+    store.end_flush(plan.run(store.checkpoint))
+    assert store.begin_flush() is None  # nothing left to sync
+    PendingDir(cq_root / "deleted-topic").sync()  # a directory removed before its flush: no-op

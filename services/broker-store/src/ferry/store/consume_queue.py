@@ -14,7 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ferry.store.commit_log import CQ_ENTRY, CQ_ENTRY_SIZE
-from ferry.store.mapped_file import MappedFile, file_name, fsync_dir, make_dirs, parse_file_name
+from ferry.store.mapped_file import (
+    MappedFile,
+    PendingDir,
+    file_name,
+    make_dirs,
+    parse_file_name,
+)
 
 log = logging.getLogger("ferry.store.consumequeue")
 
@@ -23,7 +29,12 @@ class ConsumeQueue:
     """One queue's files and offsets."""
 
     def __init__(
-        self, directory: Path, topic: str, queue_id: int, file_size: int, dirty: set[MappedFile]
+        self,
+        directory: Path,
+        topic: str,
+        queue_id: int,
+        file_size: int,
+        dirty: set[MappedFile | PendingDir],
     ) -> None:
         self.directory = directory
         self.topic = topic
@@ -78,10 +89,10 @@ class ConsumeQueue:
             return self.files[-1]
         start = byte_pos - byte_pos % self.file_size
         if not self.directory.exists():
-            make_dirs(self.directory)
+            make_dirs(self.directory, self._dirty)
         f = MappedFile(self.directory / file_name(start), start, self.file_size, create=True)
         f.advise_random()
-        fsync_dir(self.directory)
+        self._dirty.add(PendingDir(self.directory))  # its new file's entry, by the next flush
         self.files.append(f)
         return f
 
@@ -192,7 +203,7 @@ class ConsumeQueueTable:
         self.root = root
         self.file_size = file_size
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
-        self.dirty: set[MappedFile] = set()
+        self.dirty: set[MappedFile | PendingDir] = set()
 
     def load(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -248,7 +259,7 @@ class ConsumeQueueTable:
     def topic_count(self) -> int:
         return len({topic for topic, _ in self.queues})
 
-    def take_dirty(self) -> list[MappedFile]:
+    def take_dirty(self) -> list[MappedFile | PendingDir]:
         files = list(self.dirty)
         self.dirty.clear()
         return files

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ferry.store.checkpoint import Checkpoint, CheckpointData
-from ferry.store.mapped_file import MappedFile
+from ferry.store.mapped_file import MappedFile, PendingDir
 
 log = logging.getLogger("ferry.store.flush")
 
 
 @dataclass(slots=True)
 class FlushPlan:
-    files: list[MappedFile]  # CommitLog segments first, then ConsumeQueue files
+    files: list[MappedFile | PendingDir]  # CommitLog segments, then ConsumeQueue files/dirs
     data: CheckpointData  # what is on disk once every file is synced
     write_checkpoint: bool = True  # False: a group commit of the CommitLog alone
     log_files: int = -1  # how many of `files` are CommitLog segments (-1: all)

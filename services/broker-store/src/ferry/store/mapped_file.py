@@ -108,8 +108,31 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def make_dirs(path: Path) -> None:
-    """mkdir -p, with every new directory entry made durable."""
+class PendingDir:
+    """A directory with new entries that the next full flush makes durable, on the flush
+    thread: three directory fsyncs per new ConsumeQueue cost the loop ~70 µs (1,000 topics
+    of 4 queues ran at 0.64x of one topic). Safe because the checkpoint that lets recovery
+    skip re-dispatching is written only after every file and directory of its flush."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PendingDir) and other.path == self.path
+
+    def sync(self) -> None:
+        with contextlib.suppress(FileNotFoundError):  # removed since (a deleted topic)
+            fsync_dir(self.path)
+
+
+def make_dirs(path: Path, pending: set[MappedFile | PendingDir] | None = None) -> None:
+    """mkdir -p, with every new directory entry made durable now, or by the next flush when
+    `pending` collects them."""
     missing: list[Path] = []
     at = path
     while not at.exists():
@@ -117,4 +140,7 @@ def make_dirs(path: Path) -> None:
         at = at.parent
     for d in reversed(missing):
         d.mkdir(exist_ok=True)
-        fsync_dir(d.parent)
+        if pending is None:
+            fsync_dir(d.parent)
+        else:
+            pending.add(PendingDir(d.parent))

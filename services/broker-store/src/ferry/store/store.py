@@ -25,7 +25,7 @@ from ferry.store.checkpoint import Checkpoint, CheckpointData
 from ferry.store.commit_log import CommitLog
 from ferry.store.consume_queue import ConsumeQueueTable
 from ferry.store.flush import FlushPlan
-from ferry.store.mapped_file import make_dirs
+from ferry.store.mapped_file import MappedFile, PendingDir, make_dirs
 from ferry.store.queries import offset_by_time, view_record
 from ferry.store.recovery import RecoveryReport, recover
 from ferry.store.retention import DiskUsage, Retention, RetentionPolicy, RetentionReport
@@ -326,7 +326,8 @@ class MessageStore:
         end = self.log.end
         if self.log.flushed >= end:
             return None
-        return FlushPlan(self.log.unflushed_segments(), CheckpointData(end), write_checkpoint=False)
+        segments: list[MappedFile | PendingDir] = [*self.log.unflushed_segments()]
+        return FlushPlan(segments, CheckpointData(end), write_checkpoint=False)
 
     def log_synced(self, offset: int) -> None:
         """The CommitLog is on disk up to offset (a flush still running said so)."""
