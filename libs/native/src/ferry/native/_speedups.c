@@ -673,8 +673,8 @@ static PyObject *py_decode_records(PyObject *self, PyObject *args) {
         int32_t body_len = get_i32(r + 84);
         int32_t sysflag = get_i32(r + 36);
         if (get_u32(r + 4) != MAGIC || size < FIXED_SIZE || size > stop - pos || body_len < 0 ||
-            (sysflag & 1))
-            break; /* blank, bad or compressed: Python */
+            (sysflag & 1) || get_i64(r + 28) < 0)
+            break; /* blank, bad, compressed or a negative offset (its id is Python's): Python */
         Py_ssize_t end = pos + size;
         Py_ssize_t at = pos + OFF_BODY + body_len;
         if (at + 3 > end) break;
