@@ -1,6 +1,7 @@
 """CPU time and context switches per message in each broker process (no profiler attached).
 
     uv run --frozen --all-packages --group bench python bench/store_cpu.py [--messages 100000]
+        [--native-ab] [--compare DIR]
 
 Starts a local cluster (ASYNC_FLUSH unless --sync-flush) and, per round, produces with
 send_batch (128 x 4 threads) on a fresh topic, then waits until the index has applied the
@@ -24,6 +25,7 @@ import client_throughput
 import zmq
 from common import RESULTS
 
+from ferry import native
 from ferry.client import Admin
 from ferry.protocol.framing import RequestCodec, RequestEnvelope
 from ferry.protocol.messages import IndexStatusReply, IndexStatusRequest, StoreStatusRequest
@@ -134,8 +136,17 @@ Rows = dict[str, list[tuple[float, dict[str, tuple[float, float]]]]]
 class Variant:
     """One local cluster and the figures measured on it."""
 
-    def __init__(self, name: str, data: str, overrides: dict[str, str], env: dict[str, str]):
+    def __init__(
+        self,
+        name: str,
+        data: str,
+        overrides: dict[str, str],
+        env: dict[str, str],
+        *,
+        sdk_native: bool = native.ENABLED,
+    ):
         self.name = name
+        self.sdk_native = sdk_native  # the SDK's loops (consumer decode) in this process
         self.cluster = start_local_cluster(os.path.join(data, name), overrides=overrides, env=env)
         self.pids = {"sdk": os.getpid()}
         self.pids |= {sp.name: sp.pid for sp in self.cluster.processes if sp.name != "namesrv"}
@@ -145,6 +156,7 @@ class Variant:
         self.threads: dict[str, list[dict[str, float]]] = {}
 
     def round(self, r: int, messages: int) -> None:
+        native.ENABLED = self.sdk_native
         namesrv = self.cluster.namesrv_addr
         topic = f"CpuRound{r}"
         with Admin(namesrv) as admin:
@@ -226,6 +238,12 @@ def main() -> None:
         help="also run a cluster from the sources under DIR (e.g. `git archive HEAD services "
         "libs | tar -x -C DIR`), rounds alternating with the current tree's",
     )
+    parser.add_argument(
+        "--native-ab",
+        action="store_true",
+        help="also run a cluster (and the SDK's loops) with FERRY_NATIVE=0: the C loops' "
+        "Python references, rounds alternating",
+    )
     args = parser.parse_args()
     overrides = {"flushDiskType": "SYNC_FLUSH"} if args.sync_flush else {}
     variants: list[Variant] = []
@@ -233,6 +251,9 @@ def main() -> None:
         try:
             if args.compare:
                 variants.append(Variant("before", data, overrides, overlay_env(args.compare)))
+            if args.native_ab:
+                python_env = dict(os.environ) | {"FERRY_NATIVE": "0"}
+                variants.append(Variant("python", data, overrides, python_env, sdk_native=False))
             variants.append(Variant("current", data, overrides, dict(os.environ)))
             for r in range(args.rounds):
                 for v in variants if r % 2 == 0 else reversed(variants):

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import zmq
 
+from ferry import native
 from ferry.protocol.codes import PullStatus, SendStatus
 from ferry.protocol.errors import FerryError, InvalidParameterError, ServiceNotAvailableError
 from ferry.protocol.messages import (
@@ -311,6 +312,7 @@ def run(config: BrokerConfig) -> None:
         service.ctx.destroy(linger=0)
         raise
     announce_ready(SERVICE_NAME, endpoint=endpoint, feed=feed)
+    log.info("store serving on %s; per-record loops in %s", endpoint, native.describe())
     service.run()
 
 

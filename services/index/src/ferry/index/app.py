@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import zmq
 
+from ferry import native
 from ferry.index.config import IndexConfig
 from ferry.index.dir_lock import DirLock, LastStop
 from ferry.index.follower import LogFollower
@@ -126,7 +127,12 @@ class IndexApp:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda _signum, _frame: self.service.stop())
         announce_ready(SERVICE_NAME, endpoint=endpoint)
-        log.info("index serving on %s, following %s", endpoint, self.config.store_feed_endpoint)
+        log.info(
+            "index serving on %s, following %s; per-record loops in %s",
+            endpoint,
+            self.config.store_feed_endpoint,
+            native.describe(),
+        )
         self.follower.catch_up()
         self.service.run()
 
