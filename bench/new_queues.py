@@ -25,7 +25,7 @@ CQ_FILE_SIZE = 300_000 * 20  # mappedFileSizeConsumeQueue's default
 def one_run(queues: int) -> tuple[float, float]:
     """(µs of the loop per new queue, µs of the flush per new queue)."""
     entries = bytes(20 * 128)  # one batch's ConsumeQueue entries
-    with tempfile.TemporaryDirectory(dir=".") as root:
+    with tempfile.TemporaryDirectory() as root:
         table = ConsumeQueueTable(Path(root), CQ_FILE_SIZE)
         table.load()
         try:

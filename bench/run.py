@@ -24,6 +24,7 @@ SCRIPTS = (
     "transactions.py",
     "tracing_cost.py",
     "scheduler_timers.py",
+    "new_queues.py",
     "wakeups.py",  # Redis rows need the `bench` group and redis-server (make bench-peers)
 )
 
