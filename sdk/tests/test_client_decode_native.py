@@ -1,6 +1,7 @@
-"""The consumer's frame decoder: C (ferry.native), its Python reference and decode_message
-agree field by field, on plain records and on the ones the C decoder hands to Python
-(compressed, delayed, blank tails, malformed)."""
+"""The SDK's C loops (ferry.native) against their Python references: the consumer's frame
+decoder (field by field with decode_message too, on plain records and on the ones it hands to
+Python: compressed, delayed, blank tails, malformed) and the plain-batch encoder (byte for
+byte)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import pytest
 
 from ferry import native
 from ferry.client import message as message_mod
-from ferry.client.message import MessageExt, decode_message, decode_records_py
+from ferry.client.message import (
+    MessageExt,
+    PlainMessage,
+    decode_message,
+    decode_records_py,
+    encode_plain_batch_py,
+)
 from ferry.protocol import record
 
 pytestmark = pytest.mark.skipif(not native.BUILT, reason="the C extension is not built here")
@@ -113,3 +120,35 @@ def test_a_truncated_frame_raises_after_the_good_records(cut: int) -> None:
     with pytest.raises(record.RecordError):
         message_mod.decode_records(buf[:-cut], "b", None, out)
     assert 0 < len(out) < 10 or cut >= 90
+
+
+@pytest.mark.parametrize("compress_over", [-1, 4096, 100])
+def test_c_batch_encoder_writes_the_python_bytes(compress_over: int) -> None:
+    rng = random.Random(compress_over)
+    msgs = [
+        PlainMessage(
+            rng.randbytes(rng.choice([0, 10, 1000, 5000])),
+            rng.choice(["", "TagA", "étiquette"]),
+            rng.choice(["", "k1", "k1 k2", "clé"]),
+            0,
+        )
+        for _ in range(60)
+    ]
+    ids = [f"{rng.getrandbits(128):032X}" for _ in msgs]
+    host = record.pack_host("10.0.0.7:0")
+    args = ("Orders", msgs, ids)
+    kwargs = {
+        "born_timestamp": 1_700_000_000_000,
+        "born_host": host,
+        "compress_over": compress_over,
+    }
+    expected = encode_plain_batch_py(*args, **kwargs)  # type: ignore[arg-type]
+    assert message_mod.encode_plain_batch(*args, **kwargs) == expected  # type: ignore[arg-type]
+    direct = native.encode_plain_batch(
+        record.topic_tail("Orders"), msgs, ids, 1_700_000_000_000, host, compress_over
+    )
+    if compress_over < 0 or all(len(m.body) <= compress_over for m in msgs):
+        assert direct == expected  # nothing to compress: the C encoder wrote it
+    else:
+        assert direct is None  # a body to compress: left to Python
+    assert [r.properties["UNIQ_KEY"] for r in record.iter_records(expected)] == ids

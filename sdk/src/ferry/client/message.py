@@ -360,7 +360,39 @@ def encode_plain_batch(
     compress_over: int = -1,
 ) -> bytes:
     """The records of plain messages of one topic, concatenated: the same bytes as
-    encode_message of each (with its id as UNIQ_KEY), in one loop and one join."""
+    encode_message of each (with its id as UNIQ_KEY). In C (ferry.native) unless a body is to
+    be compressed; encode_plain_batch_py is the reference."""
+    if native.ENABLED:
+        out = native.encode_plain_batch(
+            record.topic_tail(topic),
+            list(msgs),
+            list(ids),
+            born_timestamp,
+            born_host,
+            compress_over,
+        )
+        if out is not None:
+            return out
+    return encode_plain_batch_py(
+        topic,
+        msgs,
+        ids,
+        born_timestamp=born_timestamp,
+        born_host=born_host,
+        compress_over=compress_over,
+    )
+
+
+def encode_plain_batch_py(
+    topic: str,
+    msgs: Sequence[PlainMessage],
+    ids: Sequence[str],
+    *,
+    born_timestamp: int,
+    born_host: bytes,
+    compress_over: int = -1,
+) -> bytes:
+    """encode_plain_batch in one Python loop and one join."""
     tail = record.topic_tail(topic)
     fixed = record.FIXED_SIZE - 1 + len(tail)
     pack = record.HEAD.pack

@@ -14,6 +14,7 @@ try:
     from ferry.native._speedups import (
         crc32,
         decode_records,
+        encode_plain_batch,
         indexed_records,
         key_hash,
         put_entries,
@@ -33,6 +34,7 @@ __all__ = [
     "crc32",
     "decode_records",
     "describe",
+    "encode_plain_batch",
     "indexed_records",
     "key_hash",
     "put_entries",

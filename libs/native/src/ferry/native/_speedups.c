@@ -783,6 +783,104 @@ fail:
     return result;
 }
 
+/* ---- the SDK: a batch of plain messages as records ---- */
+
+typedef struct { const char *p; Py_ssize_t n; } Text;
+
+static int utf8_of(PyObject *s, Text *out) {
+    if (!PyUnicode_Check(s)) {
+        PyErr_SetString(PyExc_TypeError, "encode_plain_batch: tags, keys and ids are str");
+        return -1;
+    }
+    out->p = PyUnicode_AsUTF8AndSize(s, &out->n);
+    return out->p ? 0 : -1;
+}
+
+static uint8_t *put_prop(uint8_t *o, const char *name, Py_ssize_t name_len, Text v) {
+    memcpy(o, name, (size_t)name_len);
+    o += name_len;
+    *o++ = 1;
+    memcpy(o, v.p, (size_t)v.n);
+    o += v.n;
+    *o++ = 2;
+    return o;
+}
+
+/* As ferry.client.message.encode_plain_batch: for each (body, tags, keys) and id, the header,
+ * body, topic tail, and TAGS, KEYS, UNIQ_KEY properties in that order; None when a body is
+ * over compress_over (>= 0): compression is left to the Python encoder. */
+static PyObject *py_encode_plain_batch(PyObject *self, PyObject *args) {
+    Py_buffer tail, born_host;
+    PyObject *msgs, *ids;
+    long long born_ts;
+    Py_ssize_t compress_over;
+    if (!PyArg_ParseTuple(args, "y*O!O!Ly*n", &tail, &PyList_Type, &msgs, &PyList_Type, &ids,
+                          &born_ts, &born_host, &compress_over))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(msgs);
+    if (PyList_GET_SIZE(ids) != n || born_host.len != 8) {
+        PyErr_SetString(PyExc_ValueError, "encode_plain_batch: one id per message, 8-byte host");
+        goto done;
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) { /* sizes first: one allocation for the batch */
+        PyObject *m = PyList_GET_ITEM(msgs, i);
+        if (!PyTuple_Check(m) || PyTuple_GET_SIZE(m) < 3 || !PyBytes_Check(PyTuple_GET_ITEM(m, 0))) {
+            PyErr_SetString(PyExc_TypeError, "encode_plain_batch: messages are PlainMessage");
+            goto done;
+        }
+        if (compress_over >= 0 && PyBytes_GET_SIZE(PyTuple_GET_ITEM(m, 0)) > compress_over) {
+            result = Py_NewRef(Py_None); /* a body to compress: the Python encoder's */
+            goto done;
+        }
+        Text tags, keys, id;
+        if (utf8_of(PyTuple_GET_ITEM(m, 1), &tags) < 0 || utf8_of(PyTuple_GET_ITEM(m, 2), &keys) < 0 ||
+            utf8_of(PyList_GET_ITEM(ids, i), &id) < 0)
+            goto done;
+        Py_ssize_t props = 10 + id.n + (tags.n ? 6 + tags.n : 0) + (keys.n ? 6 + keys.n : 0);
+        if (props > 0xFFFF) {
+            PyErr_SetString(PyExc_ValueError, "encode_plain_batch: properties over 65535 bytes");
+            goto done;
+        }
+        total += OFF_BODY + PyBytes_GET_SIZE(PyTuple_GET_ITEM(m, 0)) + tail.len + 2 + props;
+    }
+    result = PyBytes_FromStringAndSize(NULL, total);
+    if (!result) goto done;
+    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(result);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *m = PyList_GET_ITEM(msgs, i);
+        PyObject *body = PyTuple_GET_ITEM(m, 0);
+        Text tags, keys, id;
+        utf8_of(PyTuple_GET_ITEM(m, 1), &tags); /* cached by the first pass */
+        utf8_of(PyTuple_GET_ITEM(m, 2), &keys);
+        utf8_of(PyList_GET_ITEM(ids, i), &id);
+        Py_ssize_t n_body = PyBytes_GET_SIZE(body);
+        Py_ssize_t props = 10 + id.n + (tags.n ? 6 + tags.n : 0) + (keys.n ? 6 + keys.n : 0);
+        Py_ssize_t size = OFF_BODY + n_body + tail.len + 2 + props;
+        memset(o, 0, OFF_BODY);
+        put_u32(o, (uint32_t)size);
+        put_u32(o + 4, MAGIC);
+        put_i64(o + 40, born_ts);
+        memcpy(o + 48, born_host.buf, 8);
+        put_u32(o + 84, (uint32_t)n_body);
+        o += OFF_BODY;
+        memcpy(o, PyBytes_AS_STRING(body), (size_t)n_body);
+        o += n_body;
+        memcpy(o, tail.buf, (size_t)tail.len);
+        o += tail.len;
+        *o++ = (uint8_t)(props >> 8);
+        *o++ = (uint8_t)props;
+        if (tags.n) o = put_prop(o, "TAGS", 4, tags);
+        if (keys.n) o = put_prop(o, "KEYS", 4, keys);
+        o = put_prop(o, "UNIQ_KEY", 8, id);
+    }
+done:
+    PyBuffer_Release(&tail);
+    PyBuffer_Release(&born_host);
+    return result;
+}
+
 /* ---- small entry points for the tests ---- */
 
 static PyObject *py_crc32(PyObject *self, PyObject *args) {
@@ -819,6 +917,9 @@ static PyMethodDef methods[] = {
     {"put_entries", py_put_entries, METH_VARARGS,
      "put_entries(mm, entries_at, slots_at, slot_count, first, records) -> "
      "(entries written, lowest store ms, highest store ms)"},
+    {"encode_plain_batch", py_encode_plain_batch, METH_VARARGS,
+     "encode_plain_batch(topic_tail, msgs, ids, born_timestamp, born_host, compress_over) -> "
+     "the records, or None when a body is to be compressed"},
     {"crc32", py_crc32, METH_VARARGS, "crc32(data) -> zlib.crc32(data)"},
     {"key_hash", py_key_hash, METH_VARARGS,
      "key_hash(topic, key, unique) -> the index hash of one key"},

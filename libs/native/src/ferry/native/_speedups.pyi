@@ -51,3 +51,7 @@ def put_entries(
     records: list[tuple[int, int, list[int]]],
     /,
 ) -> tuple[int, int, int]: ...
+def encode_plain_batch(
+    tail: bytes, msgs: list[Any], ids: list[str], born_timestamp: int, born_host: bytes,
+    compress_over: int, /,
+) -> bytes | None: ...
