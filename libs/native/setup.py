@@ -11,6 +11,7 @@ setup(
         Extension(
             "ferry.native._speedups",
             ["src/ferry/native/_speedups.c"],
+            libraries=["z"],  # zlib's crc32, as zlib.crc32 (python3 itself needs libz)
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
         )
