@@ -203,10 +203,11 @@ class IndexFile:
         """Adds one entry (visible to lookups at once, durable after commit())."""
         self.put_records([(phys_offset, store_ms, [key_hash])])
 
-    def put_records(self, records: list[tuple[int, int, list[int]]]) -> None:
-        """Adds an entry for each key hash of each (CommitLog offset, store ms, hashes)."""
+    def put_records(self, records: list[tuple[int, int, list[int]]], total: int = -1) -> None:
+        """Adds an entry for each key hash of each (CommitLog offset, store ms, hashes);
+        total, when the caller counted them, is how many hashes there are."""
         first = self.count + 1
-        last = self.count + sum(len(r[2]) for r in records)
+        last = self.count + (total if total >= 0 else sum(len(r[2]) for r in records))
         if last > self.max_entries:
             raise IndexFileError(f"{self.path} is full ({self.max_entries} entries)")
         if last > self._reserved:

@@ -11,6 +11,7 @@ entries, in the newest file's header: that is where indexing resumes after a res
 from __future__ import annotations
 
 import logging
+import operator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -20,6 +21,7 @@ from ferry.index.keys import Indexed, indexed_records
 from ferry.protocol import record
 
 log = logging.getLogger("ferry.index.store")
+_HASHES = operator.itemgetter(2)
 
 # store times are stamped by one store with time.time(): a walk down a chain stops once it
 # reaches entries this much older than the start of the queried range
@@ -117,9 +119,14 @@ class IndexStore:
         skip_below = self.applied
         if found and found[0][0] < skip_below:
             found = [rec for rec in found if rec[0] >= skip_below]
+        current = self.files[-1] if self.files else None
+        total = sum(map(len, map(_HASHES, found)))  # C-level: no Python frame per record
+        if current is not None and total <= current.free:  # all in the current file
+            if found:
+                current.put_records(found, total)
+            return total
         added = 0
         cap = self.geometry.max_entries
-        current = self.files[-1] if self.files else None
         free = current.free if current is not None else 0
         batch: list[Indexed] = []  # records for `current`, written together
         for whole in found:
