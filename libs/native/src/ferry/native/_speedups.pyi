@@ -52,6 +52,11 @@ def put_entries(
     /,
 ) -> tuple[int, int, int]: ...
 def encode_plain_batch(
-    tail: bytes, msgs: list[Any], ids: list[str], born_timestamp: int, born_host: bytes,
-    compress_over: int, /,
+    tail: bytes,
+    msgs: list[Any],
+    ids: list[str],
+    born_timestamp: int,
+    born_host: bytes,
+    compress_over: int,
+    /,
 ) -> bytes | None: ...
