@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 from e2e_support import SteadyLoad, consume_all
+from ha_support import status
 from itest_support import wait_for
 
 from ferry.client import Admin
+from ferry.protocol.messages import GetAllTopicConfigRequest, TopicConfigListReply
 
 if TYPE_CHECKING:
     from conftest import ComposeStack
@@ -38,6 +40,17 @@ def test_consumers_read_every_acknowledged_message_from_the_slave_after_the_mast
             0: ha_stack.broker_addr,
             1: slave_addr(ha_stack),
         }
+
+        # the topic was auto-created on the master by the first send; a slave serves it once
+        # its metadata sync (slaveSynchronizeInterval) brought the config over, as RocketMQ's
+        # SlaveSynchronize. Killing the master sooner would test that window, not failover.
+        def slave_has_topic() -> bool:
+            reply = status(slave_addr(ha_stack), GetAllTopicConfigRequest())
+            return isinstance(reply, TopicConfigListReply) and any(
+                t.topic_name == "E2EHa" for t in reply.topics
+            )
+
+        wait_for(slave_has_topic, timeout=30, what="the topic's config synced to the slave")
         for service in MASTER_GROUP:  # SIGKILL: nothing flushed or handed over
             ha_stack.kill(service)
         failures = load.failures
