@@ -25,6 +25,7 @@ SCRIPTS = (
     "tracing_cost.py",
     "scheduler_timers.py",
     "new_queues.py",
+    "native_loops.py",
     "wakeups.py",  # Redis rows need the `bench` group and redis-server (make bench-peers)
 )
 
