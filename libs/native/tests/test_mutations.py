@@ -5,6 +5,7 @@ answer what the Python reference answers; where it declines (None), the Python c
 from __future__ import annotations
 
 import random
+import struct
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from ferry.store.batch import scan_batch_py
 
 pytestmark = pytest.mark.skipif(not native.BUILT, reason="the C extension is not built here")
 ROUNDS = 1500
+CQ_HEAD = struct.Struct(">qi")  # a ConsumeQueue entry's log offset and size
 
 
 def frame(rng: random.Random) -> tuple[bytes, int]:
@@ -84,3 +86,26 @@ def test_consumer_decode_on_damaged_frames() -> None:
         py = outcome(client_message.decode_records_py, data, "b", None, by_py)
         assert c[0] == py[0]
         assert [m._fields() for m in by_c] == [m._fields() for m in by_py]
+
+
+def test_pull_ranges_on_garbage_entries() -> None:
+    """ConsumeQueue entries of random bytes (extreme offsets and sizes, a torn last entry):
+    the ranges stay inside the log and the limits hold, and the walk stops at the first
+    entry that is not inside the log."""
+    rng = random.Random(13)
+    for _ in range(ROUNDS):
+        raw = bytearray(rng.randbytes(20 * rng.randint(0, 12) + rng.choice([0, 0, 7])))
+        for at in range(0, len(raw) - 19, 20):
+            if rng.random() < 0.6:  # a plausible entry among the garbage
+                raw[at : at + 12] = CQ_HEAD.pack(rng.randint(0, 5000), rng.randint(1, 900))
+        log_end = rng.choice([0, 6000, (1 << 63) - 1])
+        max_msgs, max_bytes = rng.randint(1, 20), rng.choice([1, 2000, (1 << 63) - 1])
+        runs, count, total, used, state = native.queue_runs(
+            bytes(raw), 0, 0, max_msgs, max_bytes, log_end
+        )
+        assert count <= max_msgs and used <= len(raw) // 20 and state in (0, 1, 2)
+        assert sum(stop - start for start, stop in runs) == total
+        assert all(0 <= start < stop <= log_end or start < 0 for start, stop in runs)
+        if state == 2:
+            phys, size = CQ_HEAD.unpack_from(raw, used * 20)
+            assert size <= 0 or phys + size > log_end

@@ -18,6 +18,7 @@ try:
         indexed_records,
         key_hash,
         put_entries,
+        queue_runs,
         scan_batch,
         stamp,
     )
@@ -38,6 +39,7 @@ __all__ = [
     "indexed_records",
     "key_hash",
     "put_entries",
+    "queue_runs",
     "scan_batch",
     "stamp",
 ]

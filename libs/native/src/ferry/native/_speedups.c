@@ -898,6 +898,80 @@ done:
     return result;
 }
 
+/* ---- the store: a pull's log ranges from ConsumeQueue entries ---- */
+
+/* As the loop of MessageStore.get without a tag filter: walks big-endian (offset, size,
+ * tags) entries, stops before the entry that would pass max_bytes (never the first of the
+ * pull) or at max_msgs, and joins adjacent records into [start, stop) runs. count and total
+ * are what earlier chunks of the same pull took. Returns (runs, count, total, used, state):
+ * state 0 means the chunk ran out, 1 a limit was reached, 2 entry `used` points outside the
+ * log (the caller reports it). */
+static PyObject *py_queue_runs(PyObject *self, PyObject *args) {
+    Py_buffer raw;
+    Py_ssize_t count, max_msgs;
+    long long total, max_bytes, log_end;
+    if (!PyArg_ParseTuple(args, "y*nLnLL", &raw, &count, &total, &max_msgs, &max_bytes, &log_end))
+        return NULL;
+    PyObject *runs = PyList_New(0);
+    if (!runs) {
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
+    const uint8_t *p = raw.buf;
+    Py_ssize_t n = raw.len / CQ_ENTRY_SIZE, used = 0;
+    int state = 0, open = 0;
+    long long start = 0, stop = 0;
+    for (; used < n; used++) {
+        const uint8_t *e = p + used * CQ_ENTRY_SIZE;
+        long long phys = (long long)get_i64(e);
+        long long size = (long long)get_i32(e + 8);
+        if (count && total > max_bytes - size) { /* total + size > max_bytes, no overflow */
+            state = 1;
+            break;
+        }
+        if (size <= 0 || phys > log_end - size) {
+            state = 2;
+            break;
+        }
+        if (open && stop == phys) {
+            stop += size;
+        } else {
+            if (open) {
+                PyObject *run = Py_BuildValue("(LL)", start, stop);
+                if (!run || PyList_Append(runs, run) < 0) {
+                    Py_XDECREF(run);
+                    goto fail;
+                }
+                Py_DECREF(run);
+            }
+            start = phys;
+            stop = phys + size;
+            open = 1;
+        }
+        count++;
+        total += size;
+        if (count >= max_msgs) {
+            used++;
+            state = 1;
+            break;
+        }
+    }
+    if (open) {
+        PyObject *run = Py_BuildValue("(LL)", start, stop);
+        if (!run || PyList_Append(runs, run) < 0) {
+            Py_XDECREF(run);
+            goto fail;
+        }
+        Py_DECREF(run);
+    }
+    PyBuffer_Release(&raw);
+    return Py_BuildValue("(NnLni)", runs, count, total, used, state);
+fail:
+    Py_DECREF(runs);
+    PyBuffer_Release(&raw);
+    return NULL;
+}
+
 /* ---- small entry points for the tests ---- */
 
 static PyObject *py_crc32(PyObject *self, PyObject *args) {
@@ -937,6 +1011,9 @@ static PyMethodDef methods[] = {
     {"encode_plain_batch", py_encode_plain_batch, METH_VARARGS,
      "encode_plain_batch(topic_tail, msgs, ids, born_timestamp, born_host, compress_over) -> "
      "the records, or None when a body is to be compressed"},
+    {"queue_runs", py_queue_runs, METH_VARARGS,
+     "queue_runs(entries, count, total, max_msgs, max_bytes, log_end) -> "
+     "(runs, count, total, entries used, state)"},
     {"crc32", py_crc32, METH_VARARGS, "crc32(data) -> zlib.crc32(data)"},
     {"key_hash", py_key_hash, METH_VARARGS,
      "key_hash(topic, key, unique) -> the index hash of one key"},

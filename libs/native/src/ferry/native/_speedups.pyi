@@ -60,3 +60,12 @@ def encode_plain_batch(
     compress_over: int,
     /,
 ) -> bytes | None: ...
+def queue_runs(
+    entries: Any,
+    count: int,
+    total: int,
+    max_msgs: int,
+    max_bytes: int,
+    log_end: int,
+    /,
+) -> tuple[list[tuple[int, int]], int, int, int, int]: ...

@@ -130,16 +130,21 @@ class ConsumeQueue:
         stop = min(at + limit * CQ_ENTRY_SIZE, f.size, self.max_offset * CQ_ENTRY_SIZE - f.start)
         return f.view[at:stop]
 
-    def entries(self, offset: int, limit: int) -> Iterator[tuple[int, int, int]]:
-        """(commitlog offset, size, tags code) of entries offset.. (limit at most)."""
+    def chunks(self, offset: int, limit: int) -> Iterator[memoryview]:
+        """The raw entries offset.. (limit at most), a view per file they lie in."""
         while limit > 0 and offset < self.max_offset:
             raw = self.read(offset, limit)
             if not raw:
                 return
-            yield from CQ_ENTRY.iter_unpack(raw)
+            yield raw
             got = len(raw) // CQ_ENTRY_SIZE
             offset += got
             limit -= got
+
+    def entries(self, offset: int, limit: int) -> Iterator[tuple[int, int, int]]:
+        """(commitlog offset, size, tags code) of entries offset.. (limit at most)."""
+        for raw in self.chunks(offset, limit):
+            yield from CQ_ENTRY.iter_unpack(raw)
 
     def last_entry(self) -> tuple[int, int, int] | None:
         if self.max_offset <= self.min_offset:

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple
 
+from ferry import native
 from ferry.protocol import record
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.errors import BrokerSystemError, DiskFullError, InvalidParameterError
@@ -25,6 +26,7 @@ from ferry.store.checkpoint import Checkpoint, CheckpointData
 from ferry.store.commit_log import CommitLog
 from ferry.store.consume_queue import ConsumeQueueTable
 from ferry.store.flush import FlushPlan
+from ferry.store import pull_runs
 from ferry.store.mapped_file import MappedFile, PendingDir, make_dirs
 from ferry.store.queries import offset_by_time, view_record
 from ferry.store.recovery import RecoveryReport, recover
@@ -221,28 +223,14 @@ class MessageStore:
         max_msgs = min(max(max_msgs, 1), MAX_GET_MSGS)
         wanted = set(tag_codes) if tag_codes else None
         scan = max_msgs if wanted is None else max(max_msgs, FILTER_SCAN)
-        log_end = self.log.end
-        runs: list[list[int]] = []  # [start, stop) of contiguous log ranges
-        count = total = 0
-        nxt = queue_offset
-        for phys, size, tags in cq.entries(queue_offset, scan):
-            if wanted is not None and tags not in wanted:
-                nxt += 1
-                continue
-            if count and total + size > max_bytes:
-                break
-            if size <= 0 or phys + size > log_end:
-                log.error("%s: entry %d points outside the log (%d, %d)", cq.name, nxt, phys, size)
-                break
-            if runs and runs[-1][1] == phys:
-                runs[-1][1] += size
-            else:
-                runs.append([phys, phys + size])
-            count += 1
-            total += size
-            nxt += 1
-            if count >= max_msgs:
-                break
+        if wanted is None and native.ENABLED:
+            runs, count, nxt = pull_runs.collect(
+                cq, queue_offset, max_msgs, max_bytes, self.log.end
+            )
+        else:
+            runs, count, nxt = pull_runs.collect_py(
+                cq, queue_offset, scan, max_msgs, max_bytes, wanted, self.log.end
+            )
         if count == 0:
             if nxt > queue_offset:
                 return GetResult(PullStatus.NO_MATCHED_MSG, nxt, lo, hi)
