@@ -17,32 +17,24 @@ from typing import Any
 
 from ferry.protocol import record
 from ferry.protocol.codes import PullStatus
-from ferry.protocol.messages import (
-    AnyReply,
-    DelayLevelStatus,
-    ErrorReply,
-    StoreGetReply,
-    StoreGetRequest,
-)
+from ferry.protocol.messages import DelayLevelStatus, StoreGetReply
 from ferry.protocol.names import SCHEDULE_TOPIC
 from ferry.runtime.service import Peer, Service
 from ferry.scheduler.delivery import Deliverer
 from ferry.scheduler.progress import Progress
+from ferry.scheduler.queue_poll import RETRY_S, QueuePoll
+from ferry.scheduler.wake_up import WakeUp
 
 log = logging.getLogger("ferry.scheduler.delay")
 
-FETCH_MSGS = 256
 WINDOW = 1024  # records of a level in memory (read, not yet delivered)
-SUSPEND_MS = 5000  # long polling: the store answers at once when the queue grows
-GET_TIMEOUT_S = SUSPEND_MS / 1000 + 10
-RETRY_S = 1.0
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class DelayLevel:
+class DelayLevel(QueuePoll):
     def __init__(
         self,
         service: Service,
@@ -52,8 +44,7 @@ class DelayLevel:
         delay_ms: int,
         offset: int,
     ) -> None:
-        self._service = service
-        self._store = store
+        super().__init__(service, store)
         self._deliverer = deliverer
         self.level = level
         self.delay_ms = delay_ms
@@ -61,49 +52,27 @@ class DelayLevel:
         self.max_offset = offset
         self.delivered = 0
         self._fetch_offset = offset
-        self._fetching = False
         self._pending: collections.deque[record.Record] = collections.deque()
         # queue offset -> watermark at issue, for deliveries not yet counted in `offset`
         self._issued: dict[int, int] = {}
         self._acked: set[int] = set()
-        self._wake_at = 0.0  # monotonic time of the pump already scheduled (0: none)
-        self.stopped = True
+        self._wake_up = WakeUp(service, self._pump)
 
     @property
     def queue_id(self) -> int:
         return self.level - 1
-
-    def start(self) -> None:
-        self.stopped = False
-        self._fetch()
 
     # ---- reading the queue ----
 
     def _fetch(self) -> None:
         if self._fetching or self.stopped or len(self._pending) + len(self._issued) >= WINDOW:
             return
-        self._fetching = True
-        self._store.request(
-            StoreGetRequest(
-                topic=SCHEDULE_TOPIC,
-                queue_id=self.queue_id,
-                queue_offset=self._fetch_offset,
-                max_msgs=FETCH_MSGS,
-                suspend_ms=SUSPEND_MS,
-            ),
-            self._on_fetch,
-            timeout_s=GET_TIMEOUT_S,
-        )
+        self._get(SCHEDULE_TOPIC, self.queue_id, self._fetch_offset)
 
-    def _on_fetch(self, body: AnyReply, frames: list[Any]) -> None:
-        self._fetching = False
-        if self.stopped:
-            return
-        if not isinstance(body, StoreGetReply):
-            reason = body.message if isinstance(body, ErrorReply) else type(body).__name__
-            log.warning("level %d: reading its queue failed: %s", self.level, reason)
-            self._service.later(RETRY_S, self._fetch)
-            return
+    def _failed(self, reason: str) -> None:
+        log.warning("level %d: reading its queue failed: %s", self.level, reason)
+
+    def _on_reply(self, body: StoreGetReply, frames: list[Any]) -> None:
         self.max_offset = body.max_offset
         if body.status == PullStatus.FOUND and frames:
             for rec in record.iter_records(frames[0]):
@@ -147,24 +116,11 @@ class DelayLevel:
             head = self._pending[0]
             due = head.store_timestamp + self.delay_ms
             if due > now:
-                self._sleep_until(due - now)
+                self._wake_up.after_ms(due - now)
                 break
             self._pending.popleft()
             self._issue(head)
         self._fetch()
-
-    def _sleep_until(self, in_ms: int) -> None:
-        wake = time.monotonic() + in_ms / 1000
-        if self._wake_at and self._wake_at <= wake:
-            return  # an earlier pump is already scheduled
-        self._wake_at = wake
-
-        def wake_up() -> None:
-            if self._wake_at == wake:
-                self._wake_at = 0.0
-                self._pump()
-
-        self._service.later(in_ms / 1000, wake_up)
 
     def _issue(self, rec: record.Record) -> None:
         queue_offset = rec.queue_offset

@@ -23,19 +23,17 @@ from typing import Any
 
 from ferry.protocol import record
 from ferry.protocol.codes import PullStatus
-from ferry.protocol.messages import AnyReply, ErrorReply, StoreGetReply, StoreGetRequest
+from ferry.protocol.messages import StoreGetReply
 from ferry.protocol.names import TIMER_TOPIC
 from ferry.runtime.service import Peer, Service
 from ferry.scheduler.delivery import Deliverer
 from ferry.scheduler.progress import Progress
+from ferry.scheduler.queue_poll import RETRY_S, QueuePoll
 from ferry.scheduler.timer_buckets import TimerBuckets, TimerEntry
+from ferry.scheduler.wake_up import WakeUp
 
 log = logging.getLogger("ferry.scheduler.timers")
 
-FETCH_MSGS = 256
-SUSPEND_MS = 5000
-GET_TIMEOUT_S = SUSPEND_MS / 1000 + 10
-RETRY_S = 1.0
 WINDOW = 512  # deliveries in flight
 ADVANCE_S = 0.02  # how often buckets are loaded and read_ms moved
 # while taken-in is caught up, a message stored now may still be on its way to us: read_ms
@@ -47,7 +45,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class Timers:
+class Timers(QueuePoll):
     name = "timers"
 
     def __init__(
@@ -59,8 +57,7 @@ class Timers:
         width_ms: int,
         progress: Progress,
     ) -> None:
-        self._service = service
-        self._store = store
+        super().__init__(service, store)
         self._deliverer = deliverer
         self.buckets = TimerBuckets(root, width_ms)
         self.width_ms = width_ms
@@ -71,50 +68,29 @@ class Timers:
         self.delivered = 0
         self._frontier_ms = self.read_ms  # store time of the next message to take in
         self._caught_up = False
-        self._fetching = False
         self._loaded: dict[int, set[int]] = {}  # bucket -> origins read into the heap
         self._remaining: dict[int, int] = {}  # bucket -> entries in the heap or in flight
         self._issued_mark: dict[int, int] = {}  # bucket -> lowest watermark at issue
         self._heap: list[tuple[int, int, int, bytes]] = []  # (due, origin, bucket, record)
         self._in_flight = 0
-        self._wake_at = 0.0
-        self.stopped = True
+        self._wake_up = WakeUp(service, self._pump)
 
     def start(self) -> None:
         self.stopped = False
         self._service.every(ADVANCE_S, self._advance)
         self._fetch()
 
-    def stop(self) -> None:
-        self.stopped = True
-
     # ---- taking messages in ----
 
     def _fetch(self) -> None:
         if self._fetching or self.stopped:
             return
-        self._fetching = True
-        self._store.request(
-            StoreGetRequest(
-                topic=TIMER_TOPIC,
-                queue_id=0,
-                queue_offset=self.queue_offset,
-                max_msgs=FETCH_MSGS,
-                suspend_ms=SUSPEND_MS,
-            ),
-            self._on_fetch,
-            timeout_s=GET_TIMEOUT_S,
-        )
+        self._get(TIMER_TOPIC, 0, self.queue_offset)
 
-    def _on_fetch(self, body: AnyReply, frames: list[Any]) -> None:
-        self._fetching = False
-        if self.stopped:
-            return
-        if not isinstance(body, StoreGetReply):
-            reason = body.message if isinstance(body, ErrorReply) else type(body).__name__
-            log.warning("reading the timer queue failed: %s", reason)
-            self._service.later(RETRY_S, self._fetch)
-            return
+    def _failed(self, reason: str) -> None:
+        log.warning("reading the timer queue failed: %s", reason)
+
+    def _on_reply(self, body: StoreGetReply, frames: list[Any]) -> None:
         self.queue_max = body.max_offset
         if body.status == PullStatus.FOUND and frames:
             buf = bytes(frames[0])
@@ -223,23 +199,10 @@ class Timers:
         while self._heap and self._in_flight < WINDOW:
             due = self._heap[0][0]
             if due > now:
-                self._sleep_until(due - now)
+                self._wake_up.after_ms(due - now)
                 return
             item = heapq.heappop(self._heap)
             self._issue(item)
-
-    def _sleep_until(self, in_ms: int) -> None:
-        wake = time.monotonic() + in_ms / 1000
-        if self._wake_at and self._wake_at <= wake:
-            return
-        self._wake_at = wake
-
-        def wake_up() -> None:
-            if self._wake_at == wake:
-                self._wake_at = 0.0
-                self._pump()
-
-        self._service.later(in_ms / 1000, wake_up)
 
     def _issue(self, item: tuple[int, int, int, bytes]) -> None:
         _due, origin, bucket, raw = item

@@ -11,22 +11,19 @@ from typing import Any
 
 from ferry.protocol import record
 from ferry.protocol.codes import PullStatus
-from ferry.protocol.messages import AnyReply, ErrorReply, StoreGetReply, StoreGetRequest
+from ferry.protocol.messages import StoreGetReply
 from ferry.runtime.service import Peer, Service
+from ferry.scheduler.queue_poll import RETRY_S, SUSPEND_MS, QueuePoll
 
 log = logging.getLogger("ferry.scheduler.transaction")
 
-FETCH_MSGS = 256
-SUSPEND_MS = 5000
-GET_TIMEOUT_S = SUSPEND_MS / 1000 + 10
-RETRY_S = 1.0
 HOLD_S = 0.05  # a held reader looks again this soon
 # after records, the next get waits this long: records are taken in batches, not one get per
 # record woken by each put (the checker needs no faster news: checks wait transactionTimeOut)
 BATCH_PAUSE_S = 0.2
 
 
-class QueueReader:
+class QueueReader(QueuePoll):
     def __init__(
         self,
         service: Service,
@@ -36,8 +33,7 @@ class QueueReader:
         on_records: Callable[[list[record.Record]], None],
         hold: Callable[[], bool] | None = None,
     ) -> None:
-        self._service = service
-        self._store = store
+        super().__init__(service, store)
         self.topic = topic
         self.offset = offset  # next queue offset to read
         self.max_offset = offset  # the queue's end, as last seen
@@ -46,15 +42,6 @@ class QueueReader:
         self._on_records = on_records
         self._hold = hold  # True: wait before reading on (another reader is far behind)
         self._asked = False  # the first get is answered at once: caught_up is known soon
-        self._fetching = False
-        self.stopped = True
-
-    def start(self) -> None:
-        self.stopped = False
-        self._fetch()
-
-    def stop(self) -> None:
-        self.stopped = True
 
     def _fetch(self) -> None:
         if self._fetching or self.stopped:
@@ -62,31 +49,15 @@ class QueueReader:
         if self._hold is not None and self._hold():
             self._service.later(HOLD_S, self._fetch)
             return
-        self._fetching = True
         suspend_ms = SUSPEND_MS if self._asked else 0
         self._asked = True
-        self._store.request(
-            StoreGetRequest(
-                topic=self.topic,
-                queue_id=0,
-                queue_offset=self.offset,
-                max_msgs=FETCH_MSGS,
-                suspend_ms=suspend_ms,
-            ),
-            self._on_fetch,
-            timeout_s=GET_TIMEOUT_S,
-        )
+        self._get(self.topic, 0, self.offset, suspend_ms)
 
-    def _on_fetch(self, body: AnyReply, frames: list[Any]) -> None:
-        self._fetching = False
-        if self.stopped:
-            return
-        if not isinstance(body, StoreGetReply):
-            self.caught_up = False
-            reason = body.message if isinstance(body, ErrorReply) else type(body).__name__
-            log.warning("%s: reading the queue failed: %s", self.topic, reason)
-            self._service.later(RETRY_S, self._fetch)
-            return
+    def _failed(self, reason: str) -> None:
+        self.caught_up = False
+        log.warning("%s: reading the queue failed: %s", self.topic, reason)
+
+    def _on_reply(self, body: StoreGetReply, frames: list[Any]) -> None:
         self.max_offset = body.max_offset
         if body.status == PullStatus.FOUND and frames:
             try:
