@@ -52,7 +52,12 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.record import Record, encode_properties, encode_record, iter_records
 from ferry.protocol.version import PROTOCOL_ID
-from ferry.runtime.launcher import LocalCluster, start_broker_services
+from ferry.runtime.launcher import (
+    LocalCluster,
+    service_args,
+    start_broker_services,
+    start_service,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -375,3 +380,64 @@ def test_held_pull_with_nothing_new_answers_after_the_hold(client: Client) -> No
     reply, _ = pull(client, "Quiet", 0, queue_offset=1, suspend_ms=400)
     assert time.monotonic() - started >= 0.35
     assert reply.status == PullStatus.NO_NEW_MSG
+
+
+def runtime_info(client: Client) -> dict[str, str]:
+    info, _ = client.call(GetBrokerRuntimeInfoRequest())
+    assert isinstance(info, BrokerRuntimeInfoReply)
+    return info.info
+
+
+def test_pulls_read_the_records_from_the_log_files_remoting_sees(client: Client) -> None:
+    before = runtime_info(client)
+    send(client, "LogRead", [record("LogRead", b"r%d" % i) for i in range(50)], queue_id=0)
+    _, records = pull(client, "LogRead", 0, queue_offset=0, max_msgs=64)
+    assert [r.body for r in records] == [b"r%d" % i for i in range(50)]
+    after = runtime_info(client)
+    assert int(after["pullLogReadTotal"]) == int(before["pullLogReadTotal"]) + 1
+    assert after["pullLogReadMisses"] == "0"
+
+
+def test_remoting_that_cannot_see_the_store_files_pulls_through_the_store(
+    tmp_path: Path,
+) -> None:
+    """Remoting on another storePathRootDir (another machine, another container's volume):
+    its read misses once, and that pull and the next get their records from the store."""
+    with LocalCluster() as cluster:
+        store = start_service(
+            "broker-store",
+            service_args(
+                None,
+                {
+                    "storePathRootDir": str(tmp_path / "store"),
+                    "storeEndpoint": "tcp://127.0.0.1:0",
+                    "storeFeedEndpoint": "tcp://127.0.0.1:0",
+                },
+            ),
+        )
+        cluster.processes.append(store)
+        remoting = start_service(
+            "broker-remoting",
+            service_args(
+                None,
+                {
+                    "storePathRootDir": str(tmp_path / "remoting"),
+                    "storeEndpoint": store.endpoints["endpoint"],
+                    "namesrvAddr": NOBODY_LISTENS,
+                    "listenPort": "0",
+                },
+            ),
+        )
+        cluster.processes.append(remoting)
+        ctx: zmq.Context[Any] = zmq.Context()
+        client = Client(ctx, remoting.endpoints["addr"])
+        try:
+            send(client, "Apart", [record("Apart", b"a%d" % i) for i in range(5)], queue_id=0)
+            for offset in (0, 2):
+                _, records = pull(client, "Apart", 0, queue_offset=offset)
+                assert [r.body for r in records] == [b"a%d" % i for i in range(offset, 5)]
+            info = runtime_info(client)
+            assert (info["pullLogReadTotal"], info["pullLogReadMisses"]) == ("0", "1")
+        finally:
+            client.sock.close()
+            ctx.term()

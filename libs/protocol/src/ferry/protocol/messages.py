@@ -336,16 +336,21 @@ class StoreGetRequest(Request, frozen=True, tag="store_get"):
     # tag hash codes to keep; empty keeps everything
     tag_codes: list[int] = []
     suspend_ms: int = 0
+    # FOUND answers with the records' log ranges (runs), not the records: the asker reads
+    # the CommitLog files itself (remoting on the store's machine)
+    ranges: bool = False
 
 
 class StoreGetReply(Reply, frozen=True, tag="store_get_reply"):
-    """Payload (status FOUND): one frame of `count` stored records."""
+    """Payload (status FOUND): one frame of `count` stored records, or none when the request
+    asked for `ranges`: then runs holds their [start, stop) log ranges, in order."""
 
     status: int  # PullStatus
     next_begin_offset: int
     min_offset: int
     max_offset: int
     count: int = 0
+    runs: list[tuple[int, int]] = []
 
 
 class StoreQueueOffsetsRequest(Request, frozen=True, tag="store_queue_offsets"):

@@ -99,6 +99,9 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
     # servers do not see a connection close, so a killed broker leaves routes only by expiry.
     broker_not_active_timeout_millis: int = 120_000
     long_polling_enable: bool = True
+    # remoting reads pulled records from the store's CommitLog files when it sees them (one
+    # machine, one storePathRootDir) instead of receiving them from the store; false: never
+    remoting_reads_commit_log: bool = True
     flush_consumer_offset_interval: int = 5000
     # requests held or in flight above this get SYSTEM_BUSY at once
     max_pending_requests: int = 10_000

@@ -158,5 +158,7 @@ class AdminProcessor:
             "putRequestTotal": str(stats.put_requests),
             "getMessageTotal": str(stats.pulled_messages),
             "pullRequestTotal": str(stats.pull_requests),
+            "pullLogReadTotal": str(stats.pull_log_reads),
+            "pullLogReadMisses": str(stats.pull_log_read_misses),
             "pendingRequests": str(self._service.deferred_calls),
         }

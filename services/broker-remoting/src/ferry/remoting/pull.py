@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import msgspec
 from opentelemetry.trace import Span
 
 from ferry.protocol.codes import Perm, PullStatus
@@ -30,6 +31,7 @@ from ferry.protocol.messages import (
 from ferry.protocol.names import check_topic
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.expression import tag_codes
+from ferry.remoting.log_reader import LogReader
 from ferry.remoting.stats import BrokerStats, elapsed_ms
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
@@ -68,6 +70,11 @@ class PullProcessor:
         self._broker_name = config.broker_name
         self._broker_perm = config.broker_permission
         self._long_polling = config.long_polling_enable
+        self.reader = LogReader(
+            config.store_root / "commitlog",
+            config.mapped_file_size_commit_log,
+            enabled=config.remoting_reads_commit_log,
+        )
 
     def apply_config(self, config: BrokerConfig) -> None:
         """updateBrokerConfig: takes the keys this processor reads that may change live."""
@@ -126,6 +133,20 @@ class PullProcessor:
         started = time.monotonic()
 
         def on_reply(body: AnyReply, frames: list[Any]) -> None:
+            if isinstance(body, StoreGetReply) and body.runs:  # records in files seen here
+                data = self.reader.read(body.runs)
+                if data is None:  # not readable here after all: the store sends them
+                    self._stats.pull_log_read_misses += 1
+                    self._store.request(
+                        msgspec.structs.replace(get, ranges=False, suspend_ms=0),
+                        on_reply,
+                        timeout_s=STORE_REPLY_GRACE_S,
+                        traceparent=traceparent,
+                        tracestate=tracestate,
+                    )
+                    return
+                frames = [data]
+                self._stats.pull_log_reads += 1
             if self._stats.on_latency is not None:
                 outcome = "error" if isinstance(body, ErrorReply) else "success"
                 self._stats.on_latency("pull_message", outcome, elapsed_ms(started))
@@ -150,16 +171,18 @@ class PullProcessor:
             else:
                 call.fail(BrokerSystemError(f"store answered a pull with {type(body).__name__}"))
 
+        get = StoreGetRequest(
+            topic=req.topic,
+            queue_id=req.queue_id,
+            queue_offset=req.queue_offset,
+            max_msgs=req.max_msgs,
+            max_bytes=req.max_bytes,
+            tag_codes=codes,
+            suspend_ms=suspend_ms,
+            ranges=self.reader.active,
+        )
         self._store.request(
-            StoreGetRequest(
-                topic=req.topic,
-                queue_id=req.queue_id,
-                queue_offset=req.queue_offset,
-                max_msgs=req.max_msgs,
-                max_bytes=req.max_bytes,
-                tag_codes=codes,
-                suspend_ms=suspend_ms,
-            ),
+            get,
             on_reply,
             timeout_s=suspend_ms / 1000 + STORE_REPLY_GRACE_S,
             traceparent=traceparent,

@@ -41,6 +41,10 @@ class BrokerStats:
     put_requests: int = 0
     pulled_messages: int = 0
     pull_requests: int = 0
+    # pulls whose records remoting read from the CommitLog files, and reads that failed
+    # (those pulls went through the store)
+    pull_log_reads: int = 0
+    pull_log_read_misses: int = 0
     puts: dict[Key, int] = field(default_factory=dict)
     gets: dict[Key, int] = field(default_factory=dict)
     # bytes of records put / pulled by the same keys (rocketmq_throughput_*)

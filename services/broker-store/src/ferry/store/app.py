@@ -190,23 +190,30 @@ class StoreApp:
         if result.status == PullStatus.NO_NEW_MSG and req.suspend_ms > 0:
             self._polls.hold(req.topic, req.queue_id, call, time.monotonic(), req.suspend_ms)
             return None
-        return self._get_reply(result)
+        return self._get_reply(result, req.ranges)
 
     def _read(self, req: StoreGetRequest) -> GetResult:
         return self.store.get(
-            req.topic, req.queue_id, req.queue_offset, req.max_msgs, req.max_bytes, req.tag_codes
+            req.topic,
+            req.queue_id,
+            req.queue_offset,
+            req.max_msgs,
+            req.max_bytes,
+            req.tag_codes,
+            payload=not req.ranges,
         )
 
     @staticmethod
-    def _get_reply(result: GetResult) -> HandlerResult:
+    def _get_reply(result: GetResult, ranges: bool) -> HandlerResult:
         reply = StoreGetReply(
             status=result.status,
             next_begin_offset=result.next_begin_offset,
             min_offset=result.min_offset,
             max_offset=result.max_offset,
             count=result.count,
+            runs=result.runs if ranges and result.runs else [],
         )
-        if result.status == PullStatus.FOUND:
+        if result.status == PullStatus.FOUND and not ranges:
             return reply, [result.payload]
         return reply
 
@@ -215,7 +222,7 @@ class StoreApp:
             req = call.request
             assert isinstance(req, StoreGetRequest)
             try:
-                answer = self._get_reply(self._read(req))
+                answer = self._get_reply(self._read(req), req.ranges)
             except FerryError as err:
                 call.fail(err)
                 continue

@@ -21,12 +21,12 @@ from ferry.protocol.errors import BrokerSystemError, DiskFullError, InvalidParam
 from ferry.protocol.messages import QueueStat, StoreStatusReply
 from ferry.protocol.names import check_topic
 from ferry.runtime.config import BrokerConfig
+from ferry.store import pull_runs
 from ferry.store.batch import scan_batch
 from ferry.store.checkpoint import Checkpoint, CheckpointData
 from ferry.store.commit_log import CommitLog
 from ferry.store.consume_queue import ConsumeQueueTable
 from ferry.store.flush import FlushPlan
-from ferry.store import pull_runs
 from ferry.store.mapped_file import MappedFile, PendingDir, make_dirs
 from ferry.store.queries import offset_by_time, view_record
 from ferry.store.recovery import RecoveryReport, recover
@@ -58,6 +58,7 @@ class GetResult:
     max_offset: int
     count: int = 0
     payload: memoryview | bytes = b""
+    runs: list[tuple[int, int]] | None = None  # [start, stop) log ranges of the records
 
 
 class ReadLogResult(NamedTuple):
@@ -211,8 +212,10 @@ class MessageStore:
         max_msgs: int = 32,
         max_bytes: int = 4 * 1024 * 1024,
         tag_codes: Collection[int] = (),
+        payload: bool = True,
     ) -> GetResult:
-        """Records of a queue from queue_offset, as they lie in the log."""
+        """Records of a queue from queue_offset, as they lie in the log; with payload=False,
+        only where they lie (runs)."""
         cq = self.queues.get(topic, queue_id)
         lo, hi = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
         if queue_offset < lo or queue_offset > hi:
@@ -235,11 +238,13 @@ class MessageStore:
             if nxt > queue_offset:
                 return GetResult(PullStatus.NO_MATCHED_MSG, nxt, lo, hi)
             raise BrokerSystemError(f"{cq.name}: entry {queue_offset} is unreadable")
+        if not payload:
+            return GetResult(PullStatus.FOUND, nxt, lo, hi, count, b"", runs)
         if len(runs) == 1:
-            payload: memoryview | bytes = self.log.view(runs[0][0], runs[0][1])
+            data: memoryview | bytes = self.log.view(runs[0][0], runs[0][1])
         else:
-            payload = b"".join([self.log.view(a, b) for a, b in runs])
-        return GetResult(PullStatus.FOUND, nxt, lo, hi, count, payload)
+            data = b"".join([self.log.view(a, b) for a, b in runs])
+        return GetResult(PullStatus.FOUND, nxt, lo, hi, count, data, runs)
 
     def queue_stats(self, topic: str, queue_ids: Collection[int]) -> list[QueueStat]:
         out: list[QueueStat] = []
