@@ -12,20 +12,16 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
-from types import TracebackType
 
 from opentelemetry import trace
 
-from ferry.client.allocate import check_strategy
 from ferry.client.consume_state import PollSink, decode_batch
-from ferry.client.heartbeats import masters_serving, send_heartbeat, unregister
+from ferry.client.group_consumer import GroupConsumer
+from ferry.client.heartbeats import masters_serving, send_heartbeat
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.message import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue
-from ferry.client.offset_reset import on_reset_notice
-from ferry.client.offset_store import LocalOffsetStore, open_local_store
-from ferry.client.puller import OffsetRequest, PullConfig, Puller
+from ferry.client.puller import OffsetRequest, Puller
 from ferry.client.rebalance import assignment
-from ferry.client.route import parse_namesrv
 from ferry.client.transport import expect
 from ferry.protocol.errors import (
     BrokerNotExistError,
@@ -43,17 +39,15 @@ from ferry.protocol.messages import (
     OffsetReply,
     QueryConsumerOffsetRequest,
     SubscriptionData,
-    UnregisterClientRequest,
 )
-from ferry.protocol.names import check_group, check_topic
+from ferry.protocol.names import check_topic
 
 log = logging.getLogger("ferry.client.consumer")
 
 QUICK_REBALANCE_S = 1.0  # while a subscribed topic has no route or member list yet
-DEFAULT_TIMESTAMP_AGO_MS = 30 * 60_000  # CONSUME_FROM_TIMESTAMP default: half an hour ago
 
 
-class PullConsumer:
+class PullConsumer(GroupConsumer):
     """poll() is for one thread at a time; commit, seek and the rest may be called from any
     thread. With auto_commit, offsets are committed every auto_commit_interval_ms and at
     shutdown; otherwise call commit()."""
@@ -85,40 +79,38 @@ class PullConsumer:
         consume_timestamp_ms (default: 30 minutes before start()). BROADCASTING consumers keep
         offsets in offset_store_dir (default ~/.ferry_offsets) under
         `<ip>@<instance_name>/<group>`: give each one on a host its own instance_name."""
-        check_group(group)
-        parse_namesrv(namesrv)
-        check_strategy(allocate)
+        super().__init__(
+            group,
+            namesrv,
+            consume_from,
+            allocate,
+            pull_batch_size=pull_batch_size,
+            suspend_ms=suspend_ms,
+            consume_timestamp_ms=consume_timestamp_ms,
+            instance_name=instance_name,
+            offset_store_dir=offset_store_dir,
+            tracer_provider=tracer_provider,
+        )
         if pull_batch_size <= 0 or max_poll_messages <= 0 or suspend_ms < 0:
             raise InvalidParameterError("pull_batch_size, max_poll_messages, suspend_ms")
-        self.group = group
-        self.namesrv = namesrv
-        self.consume_from = consume_from
         self.message_model = message_model
         self.auto_commit = auto_commit
         self.max_poll_messages = max_poll_messages
         self.max_reconsume_times = max_reconsume_times
-        self.allocate = allocate
-        self._pull_batch_size = pull_batch_size
-        self._suspend_ms = suspend_ms
         self._threshold = pull_threshold_for_queue
-        self._timestamp_ms = consume_timestamp_ms
-        self._instance_name = instance_name
-        self._offset_dir = offset_store_dir
         self._intervals = {
             "commit": auto_commit_interval_ms / 1000,
             "heartbeat": heartbeat_interval_ms / 1000,
             "namesrv": poll_namesrv_interval_ms / 1000,
             "rebalance": rebalance_interval_ms / 1000,
         }
-        self._tracer_provider = tracer_provider
-        self._lock = threading.Lock()
-        self._subscriptions: dict[str, str] = {}
         self._assigned: dict[MessageQueue, str] | None = None  # set by assign()
-        self._instance: ClientInstance | None = None
-        self._puller: Puller | None = None
         self._sink: PollSink | None = None
         self._quick_rebalance = False
-        self._rebalance_lock = threading.Lock()
+
+    @property
+    def _model(self) -> MessageModel:
+        return self.message_model
 
     # ---- lifecycle ----
 
@@ -128,16 +120,7 @@ class PullConsumer:
         inst = ClientInstance(self.namesrv, role="consumer", tracer_provider=self._tracer_provider)
         cond = threading.Condition(threading.RLock())
         self._sink = PollSink(cond, self._threshold)
-        local: LocalOffsetStore | None = None
-        if self.message_model is MessageModel.BROADCASTING:
-            local = open_local_store(self._offset_dir, inst.ip, self._instance_name, self.group)
-        timestamp = self._timestamp_ms
-        if timestamp is None:
-            timestamp = int(time.time() * 1000) - DEFAULT_TIMESTAMP_AGO_MS
-        config = PullConfig(
-            self.group, self.consume_from, self._pull_batch_size, self._suspend_ms, timestamp
-        )
-        self._puller = Puller(inst, config, self._sink, cond, local)
+        self._puller = self._new_puller(inst, self._sink, cond)
         self._instance = inst
         inst.on_notice(self._on_notice)
         inst.routes.on_new_master(self._heartbeat_to)  # a new broker learns of us at once
@@ -157,21 +140,11 @@ class PullConsumer:
             return
         if self.auto_commit:
             self._auto_commit()
-        body = UnregisterClientRequest(client_id=inst.client_id, consumer_group=self.group)
-        unregister(inst, body, self._broker_addrs())
+        self._leave(inst, self._broker_addrs())
         with self._rebalance_lock:
             self._instance = None
         puller.close()
         inst.close()
-
-    def __enter__(self) -> PullConsumer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, _t: type[BaseException] | None, _e: BaseException | None, _tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
 
     def _started(self) -> tuple[ClientInstance, Puller]:
         inst, puller = self._instance, self._puller
@@ -189,11 +162,6 @@ class PullConsumer:
             if self._assigned is not None:
                 raise InvalidParameterError("subscribe() and assign() cannot be mixed")
             self._subscriptions[topic] = expression
-        self._changed()
-
-    def unsubscribe(self, topic: str) -> None:
-        with self._lock:
-            self._subscriptions.pop(topic, None)
         self._changed()
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
@@ -258,14 +226,9 @@ class PullConsumer:
     def _on_notice(self, _address: str, body: AnyReply) -> None:
         """The group's members changed: rebalance now (on the timer thread). An admin reset
         the group's offsets: go on from them."""
-        inst = self._instance
-        puller = self._puller
-        if (
-            inst is not None
-            and puller is not None
-            and on_reset_notice(inst, self.group, puller, body)
-        ):
+        if self._on_reset(body):
             return
+        inst = self._instance
         if (
             inst is not None
             and isinstance(body, ConsumerIdsChangedNotice)
@@ -355,13 +318,6 @@ class PullConsumer:
         body = HeartbeatRequest(client_id=inst.client_id, consumers=[self._consumer_data()])
         for addr in self._broker_addrs():
             send_heartbeat(inst, addr, body)
-
-    def _heartbeat_to(self, addr: str) -> None:
-        inst = self._instance
-        if inst is None:
-            return
-        body = HeartbeatRequest(client_id=inst.client_id, consumers=[self._consumer_data()])
-        send_heartbeat(inst, addr, body)
 
     def _consumer_data(self) -> ConsumerData:
         with self._lock:

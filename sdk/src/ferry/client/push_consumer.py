@@ -16,43 +16,35 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from types import TracebackType
 
 from opentelemetry import trace
 
-from ferry.client.allocate import check_strategy
 from ferry.client.consume_concurrently import ConcurrentConsumeService
 from ferry.client.consume_orderly import OrderlyConsumeService
 from ferry.client.consume_service import ConsumeConfig, ConsumeService, Listener, MiB
-from ferry.client.heartbeats import masters_serving, send_heartbeat, unregister
+from ferry.client.group_consumer import GroupConsumer
+from ferry.client.heartbeats import masters_serving
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.message import ConsumeFromWhere, MessageModel, MessageQueue
-from ferry.client.offset_reset import on_reset_notice
-from ferry.client.offset_store import LocalOffsetStore, open_local_store
 from ferry.client.orderly_rebalance import move_orderly, renew_locks
-from ferry.client.puller import PullConfig, Puller
+from ferry.client.puller import Puller
 from ferry.client.rebalance import assignment, unlock_queues
-from ferry.client.route import parse_namesrv
 from ferry.client.work_loops import CHECK_INTERVAL_S
 from ferry.protocol.errors import IllegalStateError, InvalidParameterError
 from ferry.protocol.messages import (
     AnyReply,
     ConsumerData,
     ConsumerIdsChangedNotice,
-    HeartbeatRequest,
     SubscriptionData,
-    UnregisterClientRequest,
 )
-from ferry.protocol.names import check_group, check_topic, retry_topic
+from ferry.protocol.names import check_topic, retry_topic
 
 log = logging.getLogger("ferry.client.consumer")
 
 QUICK_REBALANCE_S = 1.0  # after a rebalance that could not finish (no route, lock held)
-DEFAULT_TIMESTAMP_AGO_MS = 30 * 60_000  # CONSUME_FROM_TIMESTAMP default: half an hour ago
 
 
-class PushConsumer:
+class PushConsumer(GroupConsumer):
     """Thread-safe. The listener runs on the consume threads (`consume_thread_nums`)."""
 
     def __init__(
@@ -91,9 +83,18 @@ class PushConsumer:
         means 16 (concurrent) or unlimited (orderly). BROADCASTING members keep offsets in
         offset_store_dir (default ~/.ferry_offsets) under `<ip>@<instance_name>/<group>`:
         give each member on one host its own instance_name."""
-        check_group(group)
-        parse_namesrv(namesrv)
-        check_strategy(allocate)
+        super().__init__(
+            group,
+            namesrv,
+            consume_from,
+            allocate,
+            pull_batch_size=pull_batch_size,
+            suspend_ms=suspend_ms,
+            consume_timestamp_ms=consume_timestamp_ms,
+            instance_name=instance_name,
+            offset_store_dir=offset_store_dir,
+            tracer_provider=tracer_provider,
+        )
         positive = {
             "consume_thread_nums": consume_thread_nums,
             "pull_batch_size": pull_batch_size,
@@ -111,12 +112,7 @@ class PushConsumer:
                 raise InvalidParameterError(f"{name} must be positive, not {value}")
         if max_reconsume_times < -1 or suspend_ms < 0:
             raise InvalidParameterError("max_reconsume_times must be >= -1, suspend_ms >= 0")
-        self.group = group
-        self.namesrv = namesrv
         self.model = model
-        self.consume_from = consume_from
-        self.allocate = allocate
-        self._timestamp_ms = consume_timestamp_ms
         self._consume = ConsumeConfig(
             group=group,
             model=model,
@@ -131,8 +127,6 @@ class PushConsumer:
             retry_later_s=retry_later_ms / 1000,
             lock_max_live_s=lock_max_live_ms / 1000,
         )
-        self._pull_batch_size = pull_batch_size
-        self._suspend_ms = suspend_ms
         self._intervals = {
             "rebalance": rebalance_interval_ms / 1000,
             "heartbeat": heartbeat_interval_ms / 1000,
@@ -141,18 +135,14 @@ class PushConsumer:
             "lock": lock_renew_interval_ms / 1000,
         }
         self._await_s = await_termination_ms / 1000
-        self._instance_name = instance_name
-        self._offset_dir = offset_store_dir
-        self._tracer_provider = tracer_provider
-        self._lock = threading.Lock()
-        self._rebalance_lock = threading.Lock()
-        self._subscriptions: dict[str, str] = {}
         self._listener: Listener | None = None
         self._orderly = False
-        self._instance: ClientInstance | None = None
-        self._puller: Puller | None = None
         self._service: ConsumeService | None = None
         self._rebalance_pending = False
+
+    @property
+    def _model(self) -> MessageModel:
+        return self.model
 
     # ---- configuration ----
 
@@ -161,11 +151,6 @@ class PushConsumer:
         check_topic(topic)
         with self._lock:
             self._subscriptions[topic] = expression
-        self._changed()
-
-    def unsubscribe(self, topic: str) -> None:
-        with self._lock:
-            self._subscriptions.pop(topic, None)
         self._changed()
 
     def register_listener(self, listener: Listener, *, orderly: bool = False) -> None:
@@ -191,21 +176,7 @@ class PushConsumer:
         cond = threading.Condition(threading.RLock())
         service_cls = OrderlyConsumeService if self._orderly else ConcurrentConsumeService
         service = service_cls(inst, self._consume, self._listener, cond)
-        local: LocalOffsetStore | None = None
-        if self.model is MessageModel.BROADCASTING:
-            local = open_local_store(self._offset_dir, inst.ip, self._instance_name, self.group)
-        timestamp = self._timestamp_ms
-        if timestamp is None:
-            timestamp = int(time.time() * 1000) - DEFAULT_TIMESTAMP_AGO_MS
-        config = PullConfig(
-            self.group,
-            self.consume_from,
-            self._pull_batch_size,
-            self._suspend_ms,
-            timestamp,
-            piggyback_commit=True,
-        )
-        puller = Puller(inst, config, service, cond, local)
+        puller = self._new_puller(inst, service, cond, piggyback_commit=True)
         service.bind(puller)
         self._instance, self._puller, self._service = inst, puller, service
         inst.on_notice(self._on_notice)
@@ -239,19 +210,9 @@ class PushConsumer:
             log.warning("last commit of %s failed: %s", self.group, err)
         if self._orderly and self.model is MessageModel.CLUSTERING:
             unlock_queues(inst, self.group, puller.queues())
-        body = UnregisterClientRequest(client_id=inst.client_id, consumer_group=self.group)
-        unregister(inst, body, self._broker_addrs(inst))
+        self._leave(inst, self._broker_addrs(inst))
         puller.close()
         inst.close()
-
-    def __enter__(self) -> PushConsumer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, _t: type[BaseException] | None, _e: BaseException | None, _tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
 
     @property
     def client_id(self) -> str:
@@ -286,12 +247,7 @@ class PushConsumer:
         inst.ticker.later(0, self.rebalance)
 
     def _on_notice(self, _address: str, body: AnyReply) -> None:
-        inst, puller = self._instance, self._puller
-        if (
-            inst is not None
-            and puller is not None
-            and on_reset_notice(inst, self.group, puller, body)
-        ):
+        if self._on_reset(body):
             return
         if isinstance(body, ConsumerIdsChangedNotice) and body.consumer_group == self.group:
             log.debug("%s: members changed; rebalancing", self.group)
@@ -350,13 +306,6 @@ class PushConsumer:
         if inst is not None:
             for addr in self._broker_addrs(inst):
                 self._heartbeat_to(addr)
-
-    def _heartbeat_to(self, addr: str) -> None:
-        inst = self._instance
-        if inst is None:
-            return
-        body = HeartbeatRequest(client_id=inst.client_id, consumers=[self._consumer_data()])
-        send_heartbeat(inst, addr, body)
 
     def _consumer_data(self) -> ConsumerData:
         return ConsumerData(

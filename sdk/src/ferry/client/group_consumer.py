@@ -1,0 +1,142 @@
+"""GroupConsumer: what the pull and push consumers share as members of a consumer group: their
+settings, the puller start() builds, unsubscribing, the heartbeat to one broker, leaving the
+group and the offset reset notice."""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Self
+
+from opentelemetry import trace
+
+from ferry.client.allocate import check_strategy
+from ferry.client.heartbeats import send_heartbeat, unregister
+from ferry.client.instance import ClientInstance
+from ferry.client.message import ConsumeFromWhere, MessageModel
+from ferry.client.offset_reset import on_reset_notice
+from ferry.client.offset_store import LocalOffsetStore, open_local_store
+from ferry.client.puller import PullConfig, Puller, PullSink
+from ferry.client.route import parse_namesrv
+from ferry.protocol.messages import (
+    AnyReply,
+    ConsumerData,
+    HeartbeatRequest,
+    UnregisterClientRequest,
+)
+from ferry.protocol.names import check_group
+
+DEFAULT_TIMESTAMP_AGO_MS = 30 * 60_000  # CONSUME_FROM_TIMESTAMP default: half an hour ago
+
+
+class GroupConsumer(ABC):
+    def __init__(
+        self,
+        group: str,
+        namesrv: str,
+        consume_from: ConsumeFromWhere,
+        allocate: str,
+        *,
+        pull_batch_size: int,
+        suspend_ms: int,
+        consume_timestamp_ms: int | None,
+        instance_name: str,
+        offset_store_dir: str | None,
+        tracer_provider: trace.TracerProvider | None,
+    ) -> None:
+        check_group(group)
+        parse_namesrv(namesrv)
+        check_strategy(allocate)
+        self.group = group
+        self.namesrv = namesrv
+        self.consume_from = consume_from
+        self.allocate = allocate
+        self._pull_batch_size = pull_batch_size
+        self._suspend_ms = suspend_ms
+        self._timestamp_ms = consume_timestamp_ms
+        self._instance_name = instance_name
+        self._offset_dir = offset_store_dir
+        self._tracer_provider = tracer_provider
+        self._lock = threading.Lock()
+        self._rebalance_lock = threading.Lock()
+        self._subscriptions: dict[str, str] = {}
+        self._instance: ClientInstance | None = None
+        self._puller: Puller | None = None
+
+    @property
+    @abstractmethod
+    def _model(self) -> MessageModel: ...
+
+    @abstractmethod
+    def _changed(self) -> None:
+        """The subscriptions changed: after start, brokers and the assignment hear of it."""
+
+    @abstractmethod
+    def _consumer_data(self) -> ConsumerData: ...
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def shutdown(self) -> None: ...
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, _t: type[BaseException] | None, _e: BaseException | None, _tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
+    def unsubscribe(self, topic: str) -> None:
+        with self._lock:
+            self._subscriptions.pop(topic, None)
+        self._changed()
+
+    def _new_puller(
+        self,
+        inst: ClientInstance,
+        sink: PullSink,
+        cond: threading.Condition,
+        *,
+        piggyback_commit: bool = False,
+    ) -> Puller:
+        local: LocalOffsetStore | None = None
+        if self._model is MessageModel.BROADCASTING:
+            local = open_local_store(self._offset_dir, inst.ip, self._instance_name, self.group)
+        timestamp = self._timestamp_ms
+        if timestamp is None:
+            timestamp = int(time.time() * 1000) - DEFAULT_TIMESTAMP_AGO_MS
+        config = PullConfig(
+            self.group,
+            self.consume_from,
+            self._pull_batch_size,
+            self._suspend_ms,
+            timestamp,
+            piggyback_commit=piggyback_commit,
+        )
+        return Puller(inst, config, sink, cond, local)
+
+    def _heartbeat_to(self, addr: str) -> None:
+        inst = self._instance
+        if inst is None:
+            return
+        body = HeartbeatRequest(client_id=inst.client_id, consumers=[self._consumer_data()])
+        send_heartbeat(inst, addr, body)
+
+    def _leave(self, inst: ClientInstance, addrs: Iterable[str]) -> None:
+        body = UnregisterClientRequest(client_id=inst.client_id, consumer_group=self.group)
+        unregister(inst, body, addrs)
+
+    def _on_reset(self, body: AnyReply) -> bool:
+        """An admin reset the group's offsets: the puller goes on from them."""
+        inst, puller = self._instance, self._puller
+        return (
+            inst is not None
+            and puller is not None
+            and on_reset_notice(inst, self.group, puller, body)
+        )
