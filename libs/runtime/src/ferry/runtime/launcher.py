@@ -196,80 +196,34 @@ def start_broker_services(
     """Starts broker-store, the index (following the store's feed), the scheduler and
     broker-remoting wired to them, appending them to `cluster`."""
     base = {"storePathRootDir": store_root, **(overrides or {})}
-    store = start_service(
+
+    def start(name: str, settings: Mapping[str, str]) -> ServiceProcess:
+        sp = start_service(name, service_args(conf_file, {**base, **settings}), env=env, sink=sink)
+        cluster.processes.append(sp)  # appended at once: a later failure stops it too
+        return sp
+
+    store = start(
         "broker-store",
-        service_args(
-            conf_file,
-            {**base, "storeEndpoint": store_endpoint, "storeFeedEndpoint": "tcp://127.0.0.1:0"},
-        ),
-        env=env,
-        sink=sink,
+        {"storeEndpoint": store_endpoint, "storeFeedEndpoint": "tcp://127.0.0.1:0"},
     )
-    cluster.processes.append(store)
     cluster.store_endpoint = store.endpoints["endpoint"]
-    index = start_service(
-        "index",
-        service_args(
-            conf_file,
-            {
-                **base,
-                "storeEndpoint": cluster.store_endpoint,
-                "storeFeedEndpoint": store.endpoints["feed"],
-                "indexEndpoint": "tcp://127.0.0.1:0",
-            },
-        ),
-        env=env,
-        sink=sink,
-    )
-    cluster.processes.append(index)
-    scheduler = start_service(
-        "scheduler",
-        service_args(
-            conf_file,
-            {
-                **base,
-                "storeEndpoint": cluster.store_endpoint,
-                "schedulerEndpoint": "tcp://127.0.0.1:0",
-            },
-        ),
-        env=env,
-        sink=sink,
-    )
-    cluster.processes.append(scheduler)
-    ha = start_service(
-        "ha-replicator",
-        service_args(
-            conf_file,
-            {
-                **base,
-                "storeEndpoint": cluster.store_endpoint,
-                "storeFeedEndpoint": store.endpoints["feed"],
-                "listenPort": str(broker_port),
-            },
-        ),
-        env=env,
-        sink=sink,
-    )
-    cluster.processes.append(ha)
+    on_store = {"storeEndpoint": cluster.store_endpoint}
+    on_feed = {**on_store, "storeFeedEndpoint": store.endpoints["feed"]}
+    index = start("index", {**on_feed, "indexEndpoint": "tcp://127.0.0.1:0"})
+    scheduler = start("scheduler", {**on_store, "schedulerEndpoint": "tcp://127.0.0.1:0"})
+    ha = start("ha-replicator", {**on_feed, "listenPort": str(broker_port)})
     cluster.ha_addr = ha.endpoints["addr"]
-    remoting = start_service(
+    remoting = start(
         "broker-remoting",
-        service_args(
-            conf_file,
-            {
-                **base,
-                "storeEndpoint": cluster.store_endpoint,
-                "indexEndpoint": index.endpoints["endpoint"],
-                "schedulerEndpoint": scheduler.endpoints["endpoint"],
-                "namesrvAddr": namesrv_addr,
-                "listenPort": str(broker_port),
-                "haListenPort": cluster.ha_addr.rpartition(":")[2],
-            },
-        ),
-        env=env,
-        sink=sink,
+        {
+            **on_store,
+            "indexEndpoint": index.endpoints["endpoint"],
+            "schedulerEndpoint": scheduler.endpoints["endpoint"],
+            "namesrvAddr": namesrv_addr,
+            "listenPort": str(broker_port),
+            "haListenPort": cluster.ha_addr.rpartition(":")[2],
+        },
     )
-    cluster.processes.append(remoting)
     cluster.broker_addr = remoting.endpoints["addr"]
     if namesrv_addr:
         wait_registered(namesrv_addr.split(";", maxsplit=1)[0], cluster.broker_addr)
