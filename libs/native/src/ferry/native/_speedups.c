@@ -900,6 +900,13 @@ done:
 
 /* ---- the store: a pull's log ranges from ConsumeQueue entries ---- */
 
+static int append_run(PyObject *runs, long long start, long long stop) {
+    PyObject *run = Py_BuildValue("(LL)", start, stop);
+    int rc = run ? PyList_Append(runs, run) : -1;
+    Py_XDECREF(run);
+    return rc;
+}
+
 /* As the loop of MessageStore.get without a tag filter: walks big-endian (offset, size,
  * tags) entries, stops before the entry that would pass max_bytes (never the first of the
  * pull) or at max_msgs, and joins adjacent records into [start, stop) runs. count and total
@@ -936,14 +943,7 @@ static PyObject *py_queue_runs(PyObject *self, PyObject *args) {
         if (open && stop == phys) {
             stop += size;
         } else {
-            if (open) {
-                PyObject *run = Py_BuildValue("(LL)", start, stop);
-                if (!run || PyList_Append(runs, run) < 0) {
-                    Py_XDECREF(run);
-                    goto fail;
-                }
-                Py_DECREF(run);
-            }
+            if (open && append_run(runs, start, stop) < 0) goto fail;
             start = phys;
             stop = phys + size;
             open = 1;
@@ -956,14 +956,7 @@ static PyObject *py_queue_runs(PyObject *self, PyObject *args) {
             break;
         }
     }
-    if (open) {
-        PyObject *run = Py_BuildValue("(LL)", start, stop);
-        if (!run || PyList_Append(runs, run) < 0) {
-            Py_XDECREF(run);
-            goto fail;
-        }
-        Py_DECREF(run);
-    }
+    if (open && append_run(runs, start, stop) < 0) goto fail;
     PyBuffer_Release(&raw);
     return Py_BuildValue("(NnLni)", runs, count, total, used, state);
 fail:
