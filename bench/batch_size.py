@@ -1,5 +1,6 @@
-"""send_batch throughput by batch size and threads on one local cluster (docs/benchmarks.md,
-"Batch size, for scale"), and the SDK's encoding of a plain batch against the general path.
+"""send_batch throughput by batch size and threads, and PullConsumer throughput by pull size
+and buffer, on one local cluster (docs/benchmarks.md, "Batch size, for scale" and "Sizes and
+other knobs"), and the SDK's encoding of a plain batch against the general path.
 
     uv run --frozen --all-packages python bench/batch_size.py [--runs 3] [--messages 100000]
 """
@@ -17,6 +18,8 @@ from ferry.client import Admin, Message, Producer
 from ferry.runtime.launcher import start_local_cluster
 
 SHAPES = ((128, 4), (512, 4), (1000, 4), (1000, 1), (250, 4))
+# (messages per pull, pull_threshold_for_queue): the consumer's buffer bounds what is in flight
+PULLS = ((256, 1000), (256, 4000), (1000, 4000), (32, 1000))
 
 
 def encode_costs(producer: Producer, rounds: int) -> dict[str, list[float]]:
@@ -39,6 +42,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000)
     args = parser.parse_args()
     rates: dict[tuple[int, int], list[float]] = {}
+    pulls: dict[tuple[int, int], list[float]] = {}
     with tempfile.TemporaryDirectory() as data:
         cluster = start_local_cluster(data)
         try:
@@ -53,6 +57,23 @@ def main() -> None:
                         cluster.namesrv_addr, topic, args.messages, batch, threads
                     )
                     rates.setdefault((batch, threads), []).append(rate)
+            with Admin(cluster.namesrv_addr) as admin:
+                admin.create_topic("PullSizes", 4, 4)
+            _, stored = client_throughput.produce_batches(
+                cluster.namesrv_addr, "PullSizes", args.messages, 128, 4
+            )
+            for run in range(args.runs):
+                for size, threshold in PULLS:
+                    client_throughput.settle(pids)
+                    rate = client_throughput.consume(
+                        cluster.namesrv_addr,
+                        "PullSizes",
+                        f"bench-pull-{size}-{threshold}-{run}",
+                        stored,
+                        size,
+                        threshold,
+                    )
+                    pulls.setdefault((size, threshold), []).append(rate)
             with Producer("bench-encode", cluster.namesrv_addr) as producer:
                 costs = encode_costs(producer, 5)
         finally:
@@ -62,6 +83,12 @@ def main() -> None:
         print(
             f"  {batch:>5} per request x {threads} thread(s): {statistics.median(values):>9,.0f}"
             f"  ({min(values):,.0f}-{max(values):,.0f})"
+        )
+    print(f"PullConsumer from the first offset, {args.messages:,} stored: msg/s")
+    for (size, threshold), values in pulls.items():
+        print(
+            f"  pulls of {size:>4}, {threshold:>4} buffered per queue: "
+            f"{statistics.median(values):>9,.0f}  ({min(values):,.0f}-{max(values):,.0f})"
         )
     print("encoding 128 plain messages, µs per message (5 rounds of 300 batches):")
     for name, values in costs.items():

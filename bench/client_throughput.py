@@ -90,11 +90,22 @@ def sync_latency(namesrv: str, topic: str, count: int) -> tuple[float, float, fl
     return percentile(samples, 0.5), percentile(samples, 0.99), count / (sum(samples) / 1e6)
 
 
-def consume(namesrv: str, topic: str, group: str, expected: int, pull_batch: int = 256) -> float:
+def consume(
+    namesrv: str,
+    topic: str,
+    group: str,
+    expected: int,
+    pull_batch: int = 256,
+    threshold_per_queue: int = 1000,
+) -> float:
     def work() -> int:
         got = 0
         with PullConsumer(
-            group, namesrv, consume_from=ConsumeFromWhere.FIRST_OFFSET, pull_batch_size=pull_batch
+            group,
+            namesrv,
+            consume_from=ConsumeFromWhere.FIRST_OFFSET,
+            pull_batch_size=pull_batch,
+            pull_threshold_for_queue=threshold_per_queue,
         ) as consumer:
             consumer.subscribe(topic)
             deadline = time.monotonic() + 120

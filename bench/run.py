@@ -26,6 +26,8 @@ SCRIPTS = (
     "scheduler_timers.py",
     "new_queues.py",
     "native_loops.py",
+    "batch_size.py",
+    "transport.py",
     "wakeups.py",  # Redis rows need the `bench` group and redis-server (make bench-peers)
 )
 
