@@ -14,7 +14,9 @@ from ferry.client import Admin, Message, Producer
 from ferry.runtime.launcher import LocalCluster, start_local_cluster
 from peers.workload import BODY, Latency, percentiles, settle
 
-BATCH = 128  # messages per send_batch (one request, one frame)
+BATCH = (
+    256  # messages per send_batch (one request, one frame): 4 x 256 in flight, ~the peers' 1,000
+)
 THREADS = 4  # producer threads, each with one batch in flight
 QUEUES = 4
 
@@ -37,7 +39,7 @@ class FerrySide:
             admin.create_topic(topic, QUEUES, QUEUES)
 
     def produce(self, topic: str, count: int) -> float:
-        """send_batch of 128 from 4 threads (one batch in flight each)."""
+        """send_batch of 256 from 4 threads (one batch in flight each)."""
         self._topic(topic)
         rate, stored = client_throughput.produce_batches(self.namesrv, topic, count, BATCH, THREADS)
         self.stored[topic] = stored

@@ -67,7 +67,7 @@ class Table:
 TABLES = (
     Table(
         "produce",
-        "Batched produce, 1 KB (Ferry: send_batch 128 x 4 threads; Redis: XADD pipelined "
+        "Batched produce, 1 KB (Ferry: send_batch 256 x 4 threads; Redis: XADD pipelined "
         "1,000; NATS: publish_async 1,000 pending; RabbitMQ: confirms, window 1,000)",
         "msg/s",
         (

@@ -48,8 +48,8 @@ OnError = Callable[[FerryError], None]
 @dataclass(frozen=True)
 class BatchConfig:
     enabled: bool = True
-    max_count: int = 128
-    max_bytes: int = 256 * 1024
+    max_count: int = 256
+    max_bytes: int = 512 * 1024
     max_batches_in_flight: int = 4  # per topic
     linger_s: float = 0.005
 
