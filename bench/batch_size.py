@@ -1,6 +1,7 @@
-"""send_batch throughput by batch size and threads, and PullConsumer throughput by pull size
-and buffer, on one local cluster (docs/benchmarks.md, "Batch size, for scale" and "Sizes and
-other knobs"), and the SDK's encoding of a plain batch against the general path.
+"""send_batch throughput by batch size and threads, send_async by auto-batch size, and
+PullConsumer throughput by pull size and buffer, on one local cluster (docs/benchmarks.md,
+"Batch size, for scale" and "Pulls from the log files, and what did not help"), and the SDK's
+encoding of a plain batch against the general path.
 
     uv run --frozen --all-packages python bench/batch_size.py [--runs 3] [--messages 100000]
 """
@@ -20,6 +21,25 @@ from ferry.runtime.launcher import start_local_cluster
 SHAPES = ((128, 4), (512, 4), (1000, 4), (1000, 1), (250, 4))
 # (messages per pull, pull_threshold_for_queue): the consumer's buffer bounds what is in flight
 PULLS = ((256, 1000), (256, 4000), (1000, 4000), (32, 1000))
+# send_async's auto-batch limits (batch_max_count, batch_max_bytes)
+AUTO_BATCHES = ((128, 256 * 1024), (256, 512 * 1024), (512, 1024 * 1024))
+
+
+def send_async_flood(namesrv: str, topic: str, count: int, max_count: int, max_bytes: int) -> float:
+    """`count` send_async calls of 1 KB from one thread until every Future is done."""
+    with Producer(
+        "bench-auto-batch",
+        namesrv,
+        send_timeout_ms=30_000,
+        batch_max_count=max_count,
+        batch_max_bytes=max_bytes,
+    ) as producer:
+        producer.send(Message(topic, b"x" * 1024))  # the route, before timing
+        started = time.perf_counter()
+        futures = [producer.send_async(Message(topic, b"x" * 1024)) for _ in range(count)]
+        for future in futures:
+            future.result(timeout=300)
+        return count / (time.perf_counter() - started)
 
 
 def encode_costs(producer: Producer, rounds: int) -> dict[str, list[float]]:
@@ -43,6 +63,7 @@ def main() -> None:
     args = parser.parse_args()
     rates: dict[tuple[int, int], list[float]] = {}
     pulls: dict[tuple[int, int], list[float]] = {}
+    floods: dict[int, list[float]] = {}
     with tempfile.TemporaryDirectory() as data:
         cluster = start_local_cluster(data)
         try:
@@ -74,6 +95,16 @@ def main() -> None:
                         threshold,
                     )
                     pulls.setdefault((size, threshold), []).append(rate)
+            for run in range(args.runs):
+                for max_count, max_bytes in AUTO_BATCHES:
+                    topic = f"AutoBatch{max_count}r{run}"
+                    with Admin(cluster.namesrv_addr) as admin:
+                        admin.create_topic(topic, 4, 4)
+                    client_throughput.settle(pids)
+                    rate = send_async_flood(
+                        cluster.namesrv_addr, topic, args.messages, max_count, max_bytes
+                    )
+                    floods.setdefault(max_count, []).append(rate)
             with Producer("bench-encode", cluster.namesrv_addr) as producer:
                 costs = encode_costs(producer, 5)
         finally:
@@ -89,6 +120,12 @@ def main() -> None:
         print(
             f"  pulls of {size:>4}, {threshold:>4} buffered per queue: "
             f"{statistics.median(values):>9,.0f}  ({min(values):,.0f}-{max(values):,.0f})"
+        )
+    print(f"{args.messages:,} send_async calls, auto-batches of at most: msg/s")
+    for max_count, values in floods.items():
+        print(
+            f"  {max_count:>4} messages: {statistics.median(values):>9,.0f}"
+            f"  ({min(values):,.0f}-{max(values):,.0f})"
         )
     print("encoding 128 plain messages, µs per message (5 rounds of 300 batches):")
     for name, values in costs.items():

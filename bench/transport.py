@@ -3,8 +3,8 @@
 
     uv run --frozen --all-packages python bench/transport.py [--runs 2] [--requests 20000]
 
-What a hop costs before any Ferry code runs (docs/benchmarks.md, "Sizes and other knobs"):
-the floor under every broker-internal and client hop.
+What a hop costs before any Ferry code runs: the floor under every broker-internal and client
+hop (docs/benchmarks.md, "Pulls from the log files, and what did not help").
 """
 
 from __future__ import annotations
