@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import zmq
@@ -122,43 +122,55 @@ class BrokerMetrics:
         self._lag = LagProbe(self._ctx, config.store_endpoint, offsets)
         meter = metrics.meter("ferry.remoting")
         observe = metrics.observe
-        meter.create_observable_counter(
-            metrics.MESSAGES_IN,
-            [observe(metrics.MESSAGES_IN, lambda: _by_topic(stats.puts))],
-            description="messages stored, by topic",
-        )
-        meter.create_observable_counter(
-            metrics.THROUGHPUT_IN,
-            [observe(metrics.THROUGHPUT_IN, lambda: _by_topic(stats.put_bytes))],
-            unit="By",
-            description="bytes of messages stored, by topic",
-        )
-        meter.create_observable_counter(
-            metrics.MESSAGES_OUT,
-            [observe(metrics.MESSAGES_OUT, lambda: _by_topic(stats.gets))],
-            description="messages pulled, by topic and consumer group",
-        )
-        meter.create_observable_counter(
-            metrics.THROUGHPUT_OUT,
-            [observe(metrics.THROUGHPUT_OUT, lambda: _by_topic(stats.get_bytes))],
-            unit="By",
-            description="bytes of messages pulled, by topic and consumer group",
-        )
-        meter.create_observable_counter(
-            metrics.SEND_TO_DLQ,
-            [observe(metrics.SEND_TO_DLQ, lambda: _by_topic(stats.dlq))],
-            description="messages moved to a dead letter queue, by DLQ topic and group",
-        )
-        meter.create_observable_counter(
-            metrics.COMMIT_MESSAGES,
-            [observe(metrics.COMMIT_MESSAGES, lambda: _resolved(stats, "COMMIT"))],
-            description="half messages committed (delivered to their topic)",
-        )
-        meter.create_observable_counter(
-            metrics.ROLLBACK_MESSAGES,
-            [observe(metrics.ROLLBACK_MESSAGES, lambda: _resolved(stats, "ROLLBACK"))],
-            description="half messages rolled back",
-        )
+        counters: list[tuple[str, Callable[[], Points], str, str]] = [
+            # (name, points, unit, description)
+            (
+                metrics.MESSAGES_IN,
+                lambda: _by_topic(stats.puts),
+                "",
+                "messages stored, by topic",
+            ),
+            (
+                metrics.THROUGHPUT_IN,
+                lambda: _by_topic(stats.put_bytes),
+                "By",
+                "bytes of messages stored, by topic",
+            ),
+            (
+                metrics.MESSAGES_OUT,
+                lambda: _by_topic(stats.gets),
+                "",
+                "messages pulled, by topic and consumer group",
+            ),
+            (
+                metrics.THROUGHPUT_OUT,
+                lambda: _by_topic(stats.get_bytes),
+                "By",
+                "bytes of messages pulled, by topic and consumer group",
+            ),
+            (
+                metrics.SEND_TO_DLQ,
+                lambda: _by_topic(stats.dlq),
+                "",
+                "messages moved to a dead letter queue, by DLQ topic and group",
+            ),
+            (
+                metrics.COMMIT_MESSAGES,
+                lambda: _resolved(stats, "COMMIT"),
+                "",
+                "half messages committed (delivered to their topic)",
+            ),
+            (
+                metrics.ROLLBACK_MESSAGES,
+                lambda: _resolved(stats, "ROLLBACK"),
+                "",
+                "half messages rolled back",
+            ),
+        ]
+        for name, points, unit, description in counters:
+            meter.create_observable_counter(
+                name, [observe(name, points)], unit=unit, description=description
+            )
         meter.create_observable_gauge(
             metrics.CONSUMER_LAG_MESSAGES,
             [observe(metrics.CONSUMER_LAG_MESSAGES, self._lag_messages)],
