@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,41 +71,30 @@ async def healthz(_request: Request) -> Response:
     return PlainTextResponse("ok")
 
 
+def post(path: str, endpoint: Callable[..., Any], limit: int = MAX_FORM_BYTES) -> Route:
+    """A POST route whose body is refused past limit bytes."""
+    return Route(path, endpoint, methods=["POST"], max_body_size=limit)
+
+
 def build_app(state: ConsoleState) -> Starlette:
-    form_limit = MAX_FORM_BYTES
     routes = [
         Route("/healthz", healthz),
         Route("/", cluster_pages.cluster_page),
         Route("/topics", cluster_pages.topics_page),
-        Route("/topics", cluster_pages.update_topic, methods=["POST"], max_body_size=form_limit),
+        post("/topics", cluster_pages.update_topic),
         Route("/topic/{topic}", cluster_pages.topic_page),
         Route("/groups", cluster_pages.groups_page),
         Route("/group", cluster_pages.group_lookup),
         Route("/group/{group}", cluster_pages.group_page),
-        Route(
-            "/group/{group}/reset",
-            cluster_pages.reset_offset,
-            methods=["POST"],
-            max_body_size=form_limit,
-        ),
+        post("/group/{group}/reset", cluster_pages.reset_offset),
         Route("/messages", message_pages.messages_page),
         Route("/message/{offset_msg_id}", message_pages.message_page),
-        Route(
-            "/message/{offset_msg_id}/resend",
-            message_pages.resend,
-            methods=["POST"],
-            max_body_size=form_limit,
-        ),
+        post("/message/{offset_msg_id}/resend", message_pages.resend),
         Route("/dlq", message_pages.dlq_page),
         Route("/traces", trace_pages.traces_page),
         Route("/trace/{trace_id}", trace_pages.trace_page),
         Route("/trace/message/{msg_id}", trace_pages.message_trace_page),
-        Route(
-            "/v1/traces",
-            trace_pages.receive_traces,
-            methods=["POST"],
-            max_body_size=state.config.otlp_max_request_bytes,
-        ),
+        post("/v1/traces", trace_pages.receive_traces, state.config.otlp_max_request_bytes),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
 
