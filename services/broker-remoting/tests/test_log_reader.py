@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 
 from ferry.protocol import record
-from ferry.remoting.log_reader import LogReader
 from ferry.runtime.config import BrokerConfig
+from ferry.runtime.log_reader import LogReader
 from ferry.store.store import MessageStore
 
 SEGMENT = 64 * 1024
@@ -46,7 +46,7 @@ def test_reads_what_the_store_would_send_across_segments(tmp_path: Path) -> None
     try:
         fill(store, 1)
         assert store.log.end > 2 * SEGMENT  # the queues' records lie in several files
-        reader = LogReader(tmp_path / "commitlog", SEGMENT)
+        reader = LogReader(tmp_path / "commitlog")
         for queue_id in (0, 1):
             for offset in (0, 17, 60):
                 runs, _ = pull(store, queue_id, offset, payload=False)
@@ -63,14 +63,14 @@ def test_files_elsewhere_or_a_range_off_a_record_go_through_the_store(tmp_path: 
     try:
         fill(store, 2, batches=4)
         runs, _ = pull(store, 0, 0, payload=False)
-        away = LogReader(tmp_path / "elsewhere", SEGMENT)
+        away = LogReader(tmp_path / "elsewhere")
         assert away.read(runs) is None and away.misses == 1
         assert not away.active  # the next pulls ask the store for the records themselves
-        reader = LogReader(tmp_path / "store" / "commitlog", SEGMENT)
+        reader = LogReader(tmp_path / "store" / "commitlog")
         start, stop = runs[0]
         assert reader.read([(start + 4, stop)]) is None  # not where a record starts
         assert reader.read([(start, stop + SEGMENT)]) is None  # past what was written
-        assert LogReader(tmp_path / "store" / "commitlog", SEGMENT, enabled=False).active is False
+        assert LogReader(tmp_path / "store" / "commitlog", enabled=False).active is False
     finally:
         store.close()
 
@@ -81,7 +81,7 @@ def test_a_store_wiped_and_refilled_is_read_anew_not_from_the_old_files(tmp_path
     root = tmp_path / "store"
     store = MessageStore.open(config(root))
     fill(store, 3, batches=4)
-    reader = LogReader(root / "commitlog", SEGMENT)
+    reader = LogReader(root / "commitlog")
     runs, _ = pull(store, 0, 0, payload=False)
     old = pull(store, 0, 0)[1]
     assert read(reader, runs) == old

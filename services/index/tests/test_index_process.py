@@ -84,8 +84,9 @@ class RawClient:
 class Group:
     """broker-store and the index on tmp_path, with clients to both."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, records_on_feed: bool = False) -> None:
         self.root = root
+        self.records_on_feed = records_on_feed  # rather than read from the log files
         self.store = start_service(
             "broker-store",
             [
@@ -114,6 +115,8 @@ class Group:
             f"storeFeedEndpoint={self.store.endpoints['feed']}",
             "--set",
             "indexEndpoint=tcp://127.0.0.1:0",
+            "--set",
+            f"indexReadsCommitLog={str(not self.records_on_feed).lower()}",
             *GEOMETRY,
         ]
 
@@ -194,6 +197,54 @@ def group(tmp_path: Path) -> Iterator[Group]:
         g.close()
 
 
+@pytest.fixture
+def feed_group(tmp_path: Path) -> Iterator[Group]:
+    """The index takes the records from the store's feed, not from the log files."""
+    g = Group(tmp_path, records_on_feed=True)
+    try:
+        yield g
+    finally:
+        g.close()
+
+
+def test_the_index_reads_the_records_from_the_store_files_and_the_feed_carries_notices(
+    group: Group,
+) -> None:
+    body = b"r" * 50_000  # 1 MiB segments: the log rolls, so a notice starts at a blank tail
+    offsets = [group.put("T", [["k", f"f{i}"]], body=body)[0] for i in range(60)]
+    status = group.wait_caught_up()
+    assert status.log_file_reads >= 1 and status.log_file_misses == 0
+    assert group.log_end() > 2 * 1024 * 1024
+    assert [group.query("T", f"f{i}") for i in range(60)] == [[o] for o in offsets]
+    assert status.entries == 60 * 3
+
+
+def test_an_index_that_cannot_read_the_store_files_takes_the_records_from_the_feed(
+    tmp_path: Path,
+) -> None:
+    """Its storePathRootDir has a commitlog directory, but not the store's: the first read
+    misses, and from then on the records come on the feed (and the gap from the store)."""
+    group = Group(tmp_path / "store")
+    try:
+        group.stop_index()
+        (tmp_path / "elsewhere" / "commitlog").mkdir(parents=True)
+        args = group.index_args()
+        args[args.index(f"storePathRootDir={group.root}")] = (
+            f"storePathRootDir={tmp_path / 'elsewhere'}"
+        )
+        group.index = start_service("index", args)
+        group.index_client = RawClient(group.index.endpoints["endpoint"])
+        group.wait_caught_up()
+        first = [group.put("T", [["k", f"a{i}"]])[0] for i in range(20)]
+        status = group.wait_caught_up()
+        assert status.log_file_misses == 1 and status.log_file_reads == 0
+        later = [group.put("T", [["k", f"b{i}"]])[0] for i in range(20)]
+        group.wait_caught_up()
+        assert group.query("T", "k") == (first + later)[::-1]
+    finally:
+        group.close()
+
+
 def test_the_index_follows_the_feed_and_answers_key_and_unique_queries(group: Group) -> None:
     first = group.put("Orders", [["o1", "shared"], ["o2", "shared"]])
     second = group.put("Orders", [["o3", "shared"]])
@@ -223,7 +274,10 @@ def test_a_killed_index_catches_up_on_restart_and_indexes_each_record_once(
     assert status.files >= 2  # 300 entries a file: it rolled, and resumed across the roll
 
 
-def test_notices_lost_while_the_index_stalls_are_read_back_from_the_log(group: Group) -> None:
+def test_notices_lost_while_the_index_stalls_are_read_back_from_the_log(
+    feed_group: Group,
+) -> None:
+    group = feed_group  # notices that carry the records fill the feed's buffers soon
     assert group.index is not None
     body = b"x" * 8192  # notices carry the records: the feed's buffers fill up soon
     group.put("T", [["warm"]], body=body)
@@ -297,7 +351,7 @@ def test_bad_queries_are_refused_and_the_index_keeps_serving(
 def test_garbage_on_the_feed_or_the_socket_never_stops_the_index_nor_skips_records(
     tmp_path: Path,
 ) -> None:
-    group = Group(tmp_path)
+    group = Group(tmp_path, records_on_feed=True)
     ctx: zmq.Context[Any] = zmq.Context()
     fake_feed = ctx.socket(zmq.PUB)
     fake_feed.linger = 0

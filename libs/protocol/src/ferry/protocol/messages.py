@@ -622,6 +622,10 @@ class IndexStatusReply(Reply, frozen=True, tag="index_status_reply"):
     caught_up: bool = False  # applied_offset reached store_max_offset when last asked
     rebuilding: bool = False
     rebuild_offset: int = 0  # how far a running rebuild has come
+    # notices whose records were read from the store's log files, and failed reads (after
+    # one, the records come on the feed)
+    log_file_reads: int = 0
+    log_file_misses: int = 0
 
 
 class IndexRebuildRequest(Request, frozen=True, tag="index_rebuild"):

@@ -102,6 +102,9 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
     # remoting reads pulled records from the store's CommitLog files when it sees them (one
     # machine, one storePathRootDir) instead of receiving them from the store; false: never
     remoting_reads_commit_log: bool = True
+    # the index reads appended records from those files (the feed then carries notices only
+    # to it) instead of receiving them over the store's feed; false: always over the feed
+    index_reads_commit_log: bool = True
     flush_consumer_offset_interval: int = 5000
     # requests held or in flight above this get SYSTEM_BUSY at once
     max_pending_requests: int = 10_000

@@ -256,9 +256,12 @@ class Service:
             self._install_signals()
         return bound
 
-    def bind_pub(self, endpoint: str, hwm: int = 1000) -> tuple[zmq.Socket[Any], str]:
-        """A PUB socket; a subscriber that falls `hwm` messages behind loses the excess."""
-        sock = self.ctx.socket(zmq.PUB)
+    def bind_pub(
+        self, endpoint: str, hwm: int = 1000, xpub: bool = False
+    ) -> tuple[zmq.Socket[Any], str]:
+        """A PUB socket; a subscriber that falls `hwm` messages behind loses the excess.
+        xpub: an XPUB, whose owner reads the (un)subscriptions from it."""
+        sock = self.ctx.socket(zmq.XPUB if xpub else zmq.PUB)
         sock.linger = 0
         sock.copy_threshold = COPY_THRESHOLD
         sock.sndhwm = hwm

@@ -31,12 +31,12 @@ from ferry.protocol.messages import (
 from ferry.protocol.names import check_topic
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.expression import tag_codes
-from ferry.remoting.log_reader import LogReader
 from ferry.remoting.stats import BrokerStats, elapsed_ms
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
 from ferry.runtime import telemetry
 from ferry.runtime.config import BrokerConfig
+from ferry.runtime.log_reader import LogReader
 from ferry.runtime.service import Call, Peer
 
 TRACER = "ferry.remoting"
@@ -71,9 +71,7 @@ class PullProcessor:
         self._broker_perm = config.broker_permission
         self._long_polling = config.long_polling_enable
         self.reader = LogReader(
-            config.store_root / "commitlog",
-            config.mapped_file_size_commit_log,
-            enabled=config.remoting_reads_commit_log,
+            config.store_root / "commitlog", enabled=config.remoting_reads_commit_log
         )
 
     def apply_config(self, config: BrokerConfig) -> None:

@@ -37,7 +37,7 @@ from ferry.protocol.messages import (
 from ferry.protocol.names import check_topic
 from ferry.runtime import metrics, telemetry
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.frames import NOBLOCK, send_frames
+from ferry.runtime.frames import NOBLOCK, recv_ready, send_frames
 from ferry.runtime.service import Call, HandlerResult, Service, announce_ready
 from ferry.store.admin_handlers import StoreAdminHandlers
 from ferry.store.commit_service import CommitService
@@ -50,7 +50,8 @@ log = logging.getLogger("ferry.store.app")
 
 SERVICE_NAME = "broker-store"
 TRACER = "ferry.store"
-FEED_TOPIC = b"dispatch"
+FEED_TOPIC = b"dispatch"  # [topic, notice, the records]
+NOTICE_TOPIC = b"notice"  # [topic, notice]: for followers that read the log files themselves
 FEED_HWM = 1000  # notices queued per subscriber before the feed drops them
 POLL_SWEEP_S = 0.05  # how often held gets are checked for expiry
 MAX_IPC_PATH = 100  # longer ipc:// paths do not fit in a unix socket address
@@ -86,6 +87,8 @@ class StoreApp:
         self.store = store
         self.service = service
         self._feed: zmq.Socket[Any] | None = None
+        self._subscriptions: dict[bytes, int] = {}  # topic prefix -> subscribers
+        self._send_records = self._send_notices = False
         self._polls: LongPollTable[Call] = LongPollTable()
         self._commit = CommitService(config, store, service)
         if metrics.enabled():
@@ -114,8 +117,22 @@ class StoreApp:
         bound = self.service.bind_router(endpoint)
         # Notices carry whole batches: a stalled subscriber may pin FEED_HWM of them, no more
         # (it catches up with StoreReadLogRequest).
-        self._feed, bound_feed = self.service.bind_pub(feed_endpoint, hwm=FEED_HWM)
+        self._feed, bound_feed = self.service.bind_pub(feed_endpoint, hwm=FEED_HWM, xpub=True)
+        self.service.add_reader(self._feed, self._on_subscriptions)
         return bound, bound_feed
+
+    def _on_subscriptions(self, sock: zmq.Socket[Any]) -> None:
+        """The feed publishes a kind of message only while someone subscribes to it: copying
+        every batch's records into a message nobody reads costs as much as sending it."""
+        while (frames := recv_ready(sock)) is not None:
+            msg = frames[0]
+            if msg[:1] not in (b"\x00", b"\x01"):
+                continue
+            count = self._subscriptions.get(msg[1:], 0) + (1 if msg[0] else -1)
+            self._subscriptions[msg[1:]] = max(count, 0)
+        wanted = [t for t, n in self._subscriptions.items() if n]
+        self._send_records = any(FEED_TOPIC.startswith(t) for t in wanted)
+        self._send_notices = any(NOTICE_TOPIC.startswith(t) for t in wanted)
 
     # ---- puts ----
 
@@ -168,13 +185,13 @@ class StoreApp:
         `written`: the bytes of [start, stop) as the append wrote them, if it has them."""
         if self._feed is None or stop <= start:
             return
-        frames = [
-            FEED_TOPIC,
-            self.service.codec.encode(DispatchNotice(start, stop)),
-            written if written is not None else self.store.log_slice(start, stop),
-        ]
+        notice = self.service.codec.encode(DispatchNotice(start, stop))
         try:
-            send_frames(self._feed, frames, NOBLOCK, False)
+            if self._send_records:
+                records = written if written is not None else self.store.log_slice(start, stop)
+                send_frames(self._feed, [FEED_TOPIC, notice, records], NOBLOCK, False)
+            if self._send_notices:
+                send_frames(self._feed, [NOTICE_TOPIC, notice], NOBLOCK)
         except zmq.ZMQError as exc:
             log.debug("dispatch notice dropped: %s", exc)
 

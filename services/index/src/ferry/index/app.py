@@ -36,6 +36,7 @@ from ferry.protocol.messages import (
 from ferry.protocol.names import check_topic
 from ferry.runtime import telemetry
 from ferry.runtime.frames import recv_ready
+from ferry.runtime.log_reader import LogReader
 from ferry.runtime.service import DRAIN_BATCH, Call, Service, announce_ready
 
 log = logging.getLogger("ferry.index")
@@ -43,7 +44,8 @@ log = logging.getLogger("ferry.index")
 SERVICE_NAME = "index"
 TRACER = "ferry.index"
 DISPATCH_ATTRS = {"messaging.system": "rocketmq", "messaging.operation.name": "dispatch"}
-FEED_TOPIC = b"dispatch"
+FEED_TOPIC = b"dispatch"  # notices with the records
+NOTICE_TOPIC = b"notice"  # notices alone: the records are read from the log files
 FEED_HWM = 1000  # notices queued in the subscription
 FEED_RCVBUF = 1024 * 1024  # kernel receive buffer of the feed connection
 FEED_DRAIN_S = 0.02  # how often the feed is read
@@ -108,7 +110,10 @@ class IndexApp:
         # letting the kernel hold tens of MB of them
         feed.rcvhwm = FEED_HWM
         feed.rcvbuf = FEED_RCVBUF
-        feed.setsockopt(zmq.SUBSCRIBE, FEED_TOPIC)
+        log_dir = config.store_root / "commitlog"
+        self._reader = LogReader(log_dir)
+        self._use_files = config.index_reads_commit_log and log_dir.is_dir()
+        feed.setsockopt(zmq.SUBSCRIBE, NOTICE_TOPIC if self._use_files else FEED_TOPIC)
         feed.connect(config.store_feed_endpoint)
         self._feed = feed
         # read on a timer, not on arrival: one wake-up takes every notice of the last few ms,
@@ -143,23 +148,46 @@ class IndexApp:
             frames = recv_ready(self._feed)
             if frames is None:
                 return
-            if len(frames) != 3 or frames[0] != FEED_TOPIC:
+            if len(frames) == 3 and frames[0] == FEED_TOPIC:
+                raw_notice, records = frames[1], frames[2]
+            elif len(frames) == 2 and frames[0] == NOTICE_TOPIC and self._use_files:
+                raw_notice, records = frames[1], None
+            else:
                 log.debug("feed message of %d frames ignored", len(frames))
                 continue
-            # traced messages in the batch: one span, under the first one's send
-            span = telemetry.feed_span(TRACER, "index dispatch", frames[2], **DISPATCH_ATTRS)
             try:
-                notice = self._notices.decode(frames[1])
-                self.follower.on_notice(notice.from_offset, notice.next_offset, frames[2])
+                notice = self._notices.decode(raw_notice)
             except msgspec.DecodeError as exc:
                 log.warning("undecodable dispatch notice ignored: %s", exc)
-                telemetry.end_span(span, "DecodeError")
+                continue
+            if records is None and (records := self._read_log(notice)) is None:
+                continue
+            # traced messages in the batch: one span, under the first one's send
+            span = telemetry.feed_span(TRACER, "index dispatch", records, **DISPATCH_ATTRS)
+            try:
+                self.follower.on_notice(notice.from_offset, notice.next_offset, records)
             except Exception as exc:
                 # the index rolled back to its last commit; a later read applies these again
                 log.exception("dispatch notice not applied")
                 telemetry.end_span(span, telemetry.error_type(exc))
             else:
                 telemetry.end_span(span)
+
+    def _read_log(self, notice: DispatchNotice) -> Any:
+        """A notice's records from the log files; b"" where the follower will not use them
+        (seen already, or a gap it reads from the store); None, after switching to the
+        records on the feed, when the files cannot be read here."""
+        applied = self.follower.index.applied
+        if self.follower.reading or not notice.from_offset <= applied < notice.next_offset:
+            return b""
+        records = self._reader.read([(notice.from_offset, notice.next_offset)], blank_ok=True)
+        if records is None:
+            log.warning("the store's log files cannot be read here: records come on the feed")
+            self._use_files = False
+            self._feed.setsockopt(zmq.UNSUBSCRIBE, NOTICE_TOPIC)
+            self._feed.setsockopt(zmq.SUBSCRIBE, FEED_TOPIC)
+            self.follower.catch_up()
+        return records
 
     # ---- requests ----
 
@@ -198,6 +226,8 @@ class IndexApp:
             caught_up=follower.caught_up and not follower.reading,
             rebuilding=self.rebuild is not None,
             rebuild_offset=self.rebuild.index.applied if self.rebuild is not None else 0,
+            log_file_reads=self._reader.reads,
+            log_file_misses=self._reader.misses,
         )
 
     def _rebuild(self, _req: IndexRebuildRequest, _call: Call) -> OkReply:
