@@ -12,12 +12,15 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import client_throughput
 
 from ferry.client import Admin, Message, Producer
 from ferry.runtime.launcher import start_local_cluster
 
+S = TypeVar("S", bound=tuple[int, int])
 SHAPES = ((128, 4), (512, 4), (1000, 4), (1000, 1), (250, 4))
 # (messages per pull, pull_threshold_for_queue): the consumer's buffer bounds what is in flight
 PULLS = ((256, 1000), (256, 4000), (1000, 4000), (32, 1000))
@@ -56,77 +59,75 @@ def encode_costs(producer: Producer, rounds: int) -> dict[str, list[float]]:
     return out
 
 
+def report(title: str, rows: dict[str, list[float]]) -> None:
+    print(title)
+    for label, values in rows.items():
+        median = statistics.median(values)
+        print(f"  {label}: {median:>9,.0f}  ({min(values):,.0f}-{max(values):,.0f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--messages", type=int, default=100_000)
     args = parser.parse_args()
-    rates: dict[tuple[int, int], list[float]] = {}
-    pulls: dict[tuple[int, int], list[float]] = {}
-    floods: dict[int, list[float]] = {}
     with tempfile.TemporaryDirectory() as data:
         cluster = start_local_cluster(data)
+        namesrv = cluster.namesrv_addr
         try:
             pids = [sp.pid for sp in cluster.processes]
-            for run in range(args.runs):
-                for batch, threads in SHAPES:
-                    topic = f"Batch{batch}x{threads}r{run}"
-                    with Admin(cluster.namesrv_addr) as admin:
-                        admin.create_topic(topic, 4, 4)
-                    client_throughput.settle(pids)
-                    rate, _ = client_throughput.produce_batches(
-                        cluster.namesrv_addr, topic, args.messages, batch, threads
-                    )
-                    rates.setdefault((batch, threads), []).append(rate)
-            with Admin(cluster.namesrv_addr) as admin:
-                admin.create_topic("PullSizes", 4, 4)
-            _, stored = client_throughput.produce_batches(
-                cluster.namesrv_addr, "PullSizes", args.messages, 128, 4
+
+            def rounds(shapes: Sequence[S], fn: Callable[[S, int], float]) -> dict[S, list[float]]:
+                """Every shape once per round, on an idle cluster: {shape: [msg/s per round]}."""
+                out: dict[S, list[float]] = {}
+                for run in range(args.runs):
+                    for shape in shapes:
+                        client_throughput.settle(pids)
+                        out.setdefault(shape, []).append(fn(shape, run))
+                return out
+
+            def topic(name: str) -> str:
+                with Admin(namesrv) as admin:
+                    admin.create_topic(name, 4, 4)
+                return name
+
+            rates = rounds(
+                SHAPES,
+                lambda shape, run: client_throughput.produce_batches(
+                    namesrv, topic(f"Batch{shape[0]}x{shape[1]}r{run}"), args.messages, *shape
+                )[0],
             )
-            for run in range(args.runs):
-                for size, threshold in PULLS:
-                    client_throughput.settle(pids)
-                    rate = client_throughput.consume(
-                        cluster.namesrv_addr,
-                        "PullSizes",
-                        f"bench-pull-{size}-{threshold}-{run}",
-                        stored,
-                        size,
-                        threshold,
-                    )
-                    pulls.setdefault((size, threshold), []).append(rate)
-            for run in range(args.runs):
-                for max_count, max_bytes in AUTO_BATCHES:
-                    topic = f"AutoBatch{max_count}r{run}"
-                    with Admin(cluster.namesrv_addr) as admin:
-                        admin.create_topic(topic, 4, 4)
-                    client_throughput.settle(pids)
-                    rate = send_async_flood(
-                        cluster.namesrv_addr, topic, args.messages, max_count, max_bytes
-                    )
-                    floods.setdefault(max_count, []).append(rate)
-            with Producer("bench-encode", cluster.namesrv_addr) as producer:
+            _, stored = client_throughput.produce_batches(
+                namesrv, topic("PullSizes"), args.messages, 128, 4
+            )
+            pulls = rounds(
+                PULLS,
+                lambda shape, run: client_throughput.consume(
+                    namesrv, "PullSizes", f"bench-pull-{shape[0]}-{shape[1]}-{run}", stored, *shape
+                ),
+            )
+            floods = rounds(
+                AUTO_BATCHES,
+                lambda shape, run: send_async_flood(
+                    namesrv, topic(f"AutoBatch{shape[0]}r{run}"), args.messages, *shape
+                ),
+            )
+            with Producer("bench-encode", namesrv) as producer:
                 costs = encode_costs(producer, 5)
         finally:
             cluster.stop()
-    print(f"\nsend_batch, 1 KB, {args.messages:,} messages, {args.runs} rounds: msg/s")
-    for (batch, threads), values in rates.items():
-        print(
-            f"  {batch:>5} per request x {threads} thread(s): {statistics.median(values):>9,.0f}"
-            f"  ({min(values):,.0f}-{max(values):,.0f})"
-        )
-    print(f"PullConsumer from the first offset, {args.messages:,} stored: msg/s")
-    for (size, threshold), values in pulls.items():
-        print(
-            f"  pulls of {size:>4}, {threshold:>4} buffered per queue: "
-            f"{statistics.median(values):>9,.0f}  ({min(values):,.0f}-{max(values):,.0f})"
-        )
-    print(f"{args.messages:,} send_async calls, auto-batches of at most: msg/s")
-    for max_count, values in floods.items():
-        print(
-            f"  {max_count:>4} messages: {statistics.median(values):>9,.0f}"
-            f"  ({min(values):,.0f}-{max(values):,.0f})"
-        )
+    report(
+        f"\nsend_batch, 1 KB, {args.messages:,} messages, {args.runs} rounds: msg/s",
+        {f"{b:>5} per request x {t} thread(s)": v for (b, t), v in rates.items()},
+    )
+    report(
+        f"PullConsumer from the first offset, {args.messages:,} stored: msg/s",
+        {f"pulls of {n:>4}, {t:>4} buffered per queue": v for (n, t), v in pulls.items()},
+    )
+    report(
+        f"{args.messages:,} send_async calls, auto-batches of at most: msg/s",
+        {f"{n:>4} messages": v for (n, _), v in floods.items()},
+    )
     print("encoding 128 plain messages, µs per message (5 rounds of 300 batches):")
     for name, values in costs.items():
         print(f"  {name:<8} {statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})")
