@@ -7,7 +7,14 @@ import threading
 
 import pytest
 
-from ferry.client.async_sender import Batch, BatchConfig, SendFuture, TopicAccumulator, settle
+from ferry.client.async_sender import (
+    Batch,
+    BatchConfig,
+    Outcome,
+    SendFuture,
+    TopicAccumulator,
+    settle,
+)
 from ferry.client.message import (
     Message,
     MessageQueue,
@@ -117,8 +124,8 @@ def result(i: int) -> SendResult:
 
 
 def test_futures_of_a_batch_settle_together_and_behave_as_futures() -> None:
-    cond = threading.Condition()
-    futures = [SendFuture(cond) for _ in range(50)]
+    outcome = Outcome()
+    futures = [SendFuture(outcome, i) for i in range(50)]
     assert not futures[0].cancel()  # a send may have left: not cancellable
     assert futures[0].running()
     seen: list[str] = []
@@ -129,7 +136,15 @@ def test_futures_of_a_batch_settle_together_and_behave_as_futures() -> None:
     ]
     for t in waiters:
         t.start()
-    settle(futures, [result(i) for i in range(50)], None)
+    with pytest.raises(AttributeError, match="settled by its batch"):
+        futures[1].set_result(result(1))  # a future finishes with its batch, never alone
+    made: list[int] = []
+
+    def results() -> list[SendResult]:
+        made.append(1)
+        return [result(i) for i in range(50)]
+
+    settle(outcome, results, None)
     for t in waiters:
         t.join(10)
     assert sorted(r.queue_offset for r in got) == list(range(10))
@@ -137,17 +152,18 @@ def test_futures_of_a_batch_settle_together_and_behave_as_futures() -> None:
     done = list(concurrent.futures.as_completed(futures, timeout=1))
     assert len(done) == 50
     assert [f.result().queue_offset for f in futures] == list(range(50))
+    assert made == [1]  # made once, when first asked for
     late: list[bool] = []
     futures[0].add_done_callback(lambda f: late.append(f.done()))  # runs at once
     assert late == [True]
 
 
 def test_a_failed_batch_fails_every_future() -> None:
-    shared = threading.Condition()
-    futures = [SendFuture(shared) for _ in range(3)]
+    shared = Outcome()
+    futures = [SendFuture(shared, i) for i in range(3)]
     waiting = concurrent.futures.wait(futures, timeout=0)
     assert len(waiting.not_done) == 3
-    settle(futures, None, FerryError("broker gone"))
+    settle(shared, None, FerryError("broker gone"))
     for future in futures:
         assert isinstance(future.exception(), FerryError)
         with pytest.raises(FerryError, match="broker gone"):

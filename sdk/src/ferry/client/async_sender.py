@@ -12,9 +12,9 @@ trip, as Nagle's algorithm does, so the request rate stays near one per round tr
 timer cost the timer thread two wake-ups per held batch: at 2,000 msg/s, +1.8 context
 switches per message.)
 
-Every message gets a SendFuture sharing one lock with the rest of its batch; a batch's
-futures are settled together, under one acquisition of that lock, so a message costs a few
-attribute writes rather than a Condition and a notify of its own. Completions arrive on an
+Every message gets a SendFuture reading its batch's Outcome (one lock, one state); a batch
+is settled by one assignment under that lock, and its SendResults are made when one is first
+asked for, so the I/O thread spends nothing per message on completion. Completions arrive on an
 I/O thread; anything that may block (a route lookup after a failure, a retry) runs on the
 client's timer thread.
 """
@@ -33,7 +33,7 @@ from typing import Any
 
 from ferry.client.instance import ClientInstance
 from ferry.client.message import PlainMessage, SendResult, encode_plain_batch
-from ferry.client.outgoing import Outgoing, each_result, send_request
+from ferry.client.outgoing import Outgoing, checked, each_result, send_request
 from ferry.client.publish import Publisher, Target
 from ferry.client.transport import Result, expect
 from ferry.protocol.errors import FerryError, RequestTimeoutError
@@ -54,25 +54,75 @@ class BatchConfig:
     linger_s: float = 0.005
 
 
-class SendFuture(Future[SendResult]):
-    """A send_async result: a concurrent.futures.Future whose lock is shared by its batch.
+class Outcome:
+    """What the futures of one batch share: a lock, a state, an error, and the results,
+    made the first time one is asked for. Settling a batch is then one assignment under the
+    lock, whatever its size, and a caller that never asks for a result never pays for it."""
 
-    The batch settles every future at once (settle()), so a waiter woken by that lock's
-    notify always finds its own future done. Already running: cancel() is refused, as for
-    any send that may have left. Only the lock is set per future: state and outcome start as
-    class attributes and the lists of waiters and callbacks are made on first use, since most
-    futures never get either.
+    __slots__ = ("_make", "_results", "cond", "error", "state", "watched")
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.state = RUNNING
+        self.error: BaseException | None = None
+        self._make: Callable[[], list[SendResult]] | None = None
+        self._results: list[SendResult] | None = None
+        self.watched: list[SendFuture] = []  # futures with waiters or callbacks
+
+    def result(self, index: int) -> SendResult | None:
+        if self._results is None:
+            if self._make is None:
+                return None
+            self._results = self._make()  # two first askers may both make them: same list
+        return self._results[index]
+
+
+class SendFuture(Future[SendResult]):
+    """A send_async result: a concurrent.futures.Future reading its batch's Outcome.
+
+    Future's methods read _state, _result and _exception under _condition; here those are
+    the batch's, so settle() finishes every future of a batch at once. Already running:
+    cancel() is refused, as for any send that may have left. The lists of waiters and
+    callbacks are made on first use (most futures never get either), and a future that gets
+    one is listed in the outcome for settle() to tell.
     """
 
-    _state: str = RUNNING
-    _result: SendResult | None = None
-    _exception: BaseException | None = None
+    def __init__(self, outcome: Outcome, index: int) -> None:  # no Condition of its own
+        self._outcome = outcome
+        self._index = index
+        self._condition = outcome.cond
 
-    def __init__(self, condition: threading.Condition) -> None:  # no Condition of its own
-        self._condition = condition
+    @property
+    def _state(self) -> str:
+        return self._outcome.state
+
+    @_state.setter
+    def _state(self, _value: str) -> None:
+        raise _settled_with_batch()
+
+    @property
+    def _exception(self) -> BaseException | None:
+        return self._outcome.error
+
+    @_exception.setter
+    def _exception(self, _value: BaseException | None) -> None:
+        raise _settled_with_batch()
+
+    @property
+    def _result(self) -> SendResult | None:
+        outcome = self._outcome
+        if outcome.state != FINISHED or outcome.error is not None:
+            return None
+        return outcome.result(self._index)
+
+    @_result.setter
+    def _result(self, _value: SendResult | None) -> None:
+        raise _settled_with_batch()
 
     def __getattr__(self, name: str) -> Any:
-        if name in _LAZY_LISTS:  # _waiters, _done_callbacks: first use
+        if name in _LAZY_LISTS:  # _waiters, _done_callbacks: first use, under _condition
+            if not _LAZY_LISTS & self.__dict__.keys():
+                self._outcome.watched.append(self)
             made: list[Any] = []
             setattr(self, name, made)
             return made
@@ -82,30 +132,32 @@ class SendFuture(Future[SendResult]):
 _LAZY_LISTS = frozenset(("_waiters", "_done_callbacks"))
 
 
+def _settled_with_batch() -> AttributeError:
+    # set_result() and friends: a send_async future finishes with its batch, never alone
+    return AttributeError("a send_async future is settled by its batch, not set alone")
+
+
 def settle(
-    futures: list[SendFuture], results: list[SendResult] | None, error: FerryError | None
+    outcome: Outcome,
+    results: Callable[[], list[SendResult]] | None,
+    error: FerryError | None,
 ) -> None:
-    """Finishes futures that share one lock: with results (in order), or all with error."""
-    if not futures:
-        return
-    cond = futures[0]._condition
-    with cond:
-        for i, future in enumerate(futures):
-            if results is not None:
-                future._result = results[i]
-            else:
-                future._exception = error
-            future._state = FINISHED
-            waiters = future.__dict__.get("_waiters")
-            for waiter in waiters or ():
-                if results is not None:
+    """Finishes every future of an outcome: with the results `results()` makes when one is
+    first asked for (in order), or all with error."""
+    with outcome.cond:
+        outcome._make = results
+        outcome.error = error
+        outcome.state = FINISHED
+        watched = list(outcome.watched)
+        for future in watched:
+            for waiter in future.__dict__.get("_waiters") or ():
+                if error is None:
                     waiter.add_result(future)
                 else:
                     waiter.add_exception(future)
-        cond.notify_all()
-    for future in futures:
-        callbacks = future.__dict__.get("_done_callbacks")
-        for callback in callbacks or ():
+        outcome.cond.notify_all()
+    for future in watched:
+        for callback in future.__dict__.get("_done_callbacks") or ():
             try:
                 callback(future)
             except Exception:
@@ -123,7 +175,7 @@ class Batch:
     items: list[Item] = field(default_factory=list)
     futures: list[SendFuture] = field(default_factory=list)
     size: int = 0
-    cond: threading.Condition = field(default_factory=threading.Condition)  # its futures' lock
+    outcome: Outcome = field(default_factory=Outcome)  # what its futures read
 
 
 @dataclass(eq=False)
@@ -145,7 +197,7 @@ class TopicAccumulator:
             batch = None
         if batch is None:
             batch = self.waiting = Batch(now)
-        future = SendFuture(batch.cond)
+        future = SendFuture(batch.outcome, len(batch.futures))
         batch.items.append(item)
         batch.futures.append(future)
         batch.size += size
@@ -207,7 +259,7 @@ class AsyncSender:
         if not (self._batching.enabled and out.batchable):
             with self._lock:
                 self._outstanding += 1
-            future = SendFuture(threading.Condition())
+            future = SendFuture(Outcome(), 0)
             self._send_single(out, future)
             return future
         return self._add(out.topic, out, len(out.payload))
@@ -272,13 +324,13 @@ class AsyncSender:
                 return
             if out.span is not None:
                 tracing.end(out.span, address=target.address, queue_id=target.queue.queue_id)
-            settle([future], results, None)
+            settle(future._outcome, lambda: results, None)
             self._settled(1)
 
         def fail(err: FerryError) -> None:
             if out.span is not None:
                 tracing.end(out.span, err)
-            settle([future], None, err)
+            settle(future._outcome, None, err)
             self._settled(1)
 
         deadline = time.monotonic() + self._timeout_s
@@ -328,7 +380,7 @@ class AsyncSender:
         return Outgoing(topic, ids, b"".join(payloads), len(ids), parent, state, None, True)
 
     def _send_batch(self, topic: str, batch: Batch, *, may_block: bool) -> None:
-        items, futures = batch.items, batch.futures
+        items, outcome = batch.items, batch.outcome
         tracing = self._inst.tracing
         outs = [item for item in items if isinstance(item, Outgoing)] if tracing.enabled else []
         try:
@@ -337,25 +389,25 @@ class AsyncSender:
             err = exc if isinstance(exc, FerryError) else FerryError(f"cannot encode: {exc}")
             for part in outs:
                 tracing.end(part.span, err)
-            settle(futures, None, err)
+            settle(outcome, None, err)
             self._batch_finished(topic, len(items))
             return
 
         def ok(reply: SendMessageReply, target: Target) -> None:
             try:
-                results = each_result(out, target, reply)
+                checked(reply, out.n_msgs)  # the results are made when first asked for
             except FerryError as err:
                 fail(err)
                 return
             for part in outs:
                 tracing.end(part.span, address=target.address, queue_id=target.queue.queue_id)
-            settle(futures, results, None)
+            settle(outcome, lambda: each_result(out, target, reply), None)
             self._batch_finished(topic, len(items))
 
         def fail(err: FerryError) -> None:
             for part in outs:
                 tracing.end(part.span, err)
-            settle(futures, None, err)
+            settle(outcome, None, err)
             self._batch_finished(topic, len(items))
 
         deadline = time.monotonic() + self._timeout_s
