@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from types import TracebackType
 from typing import TypeVar
 
 from ferry.client import admin_ops, queries
 from ferry.client.instance import ClientInstance, not_started
+from ferry.client.lifecycle import Lifecycle
 from ferry.client.message import MessageExt, MessageQueue
 from ferry.client.route import parse_namesrv
 from ferry.client.transport import expect, wait
@@ -64,7 +64,7 @@ MASTER_ID = 0
 R = TypeVar("R", bound=Reply)
 
 
-class Admin:
+class Admin(Lifecycle):
     def __init__(self, namesrv: str, *, timeout_ms: int = 3000) -> None:
         parse_namesrv(namesrv)
         self.namesrv = namesrv
@@ -81,15 +81,6 @@ class Admin:
         inst, self._instance = self._instance, None
         if inst is not None:
             inst.close()
-
-    def __enter__(self) -> Admin:
-        self.start()
-        return self
-
-    def __exit__(
-        self, _t: type[BaseException] | None, _e: BaseException | None, _tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
 
     def _started(self) -> ClientInstance:
         if self._instance is None:

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import threading
 import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterable
-from types import TracebackType
-from typing import Self
 
 from opentelemetry import trace
 
 from ferry.client.allocate import check_strategy
 from ferry.client.heartbeats import send_heartbeat, unregister
 from ferry.client.instance import ClientInstance
+from ferry.client.lifecycle import Lifecycle
 from ferry.client.message import ConsumeFromWhere, MessageModel
 from ferry.client.offset_reset import on_reset_notice
 from ferry.client.offset_store import LocalOffsetStore, open_local_store
@@ -32,7 +31,7 @@ from ferry.protocol.names import check_group
 DEFAULT_TIMESTAMP_AGO_MS = 30 * 60_000  # CONSUME_FROM_TIMESTAMP default: half an hour ago
 
 
-class GroupConsumer(ABC):
+class GroupConsumer(Lifecycle):
     def __init__(
         self,
         group: str,
@@ -76,21 +75,6 @@ class GroupConsumer(ABC):
 
     @abstractmethod
     def _consumer_data(self) -> ConsumerData: ...
-
-    @abstractmethod
-    def start(self) -> None: ...
-
-    @abstractmethod
-    def shutdown(self) -> None: ...
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, _t: type[BaseException] | None, _e: BaseException | None, _tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
 
     def unsubscribe(self, topic: str) -> None:
         with self._lock:

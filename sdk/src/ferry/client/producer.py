@@ -13,7 +13,6 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
-from types import TracebackType
 
 from opentelemetry import trace
 
@@ -26,6 +25,7 @@ from ferry.client.latency_fault import (
     FaultConfig,
     LatencyFaultTolerance,
 )
+from ferry.client.lifecycle import Lifecycle
 from ferry.client.message import (
     Message,
     PlainMessage,
@@ -74,7 +74,7 @@ MiB = 1024 * 1024
 COMPRESS_OVER = 4096  # compressMsgBodyOverHowmuch
 
 
-class Producer:
+class Producer(Lifecycle):
     """Sends messages of one producer group. Thread-safe once started."""
 
     def __init__(
@@ -176,15 +176,6 @@ class Producer:
         body = UnregisterClientRequest(client_id=inst.client_id, producer_group=self.group)
         unregister(inst, body, inst.routes.master_addrs().values())
         inst.close()
-
-    def __enter__(self) -> Producer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, _t: type[BaseException] | None, _e: BaseException | None, _tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
 
     @property
     def client_id(self) -> str:

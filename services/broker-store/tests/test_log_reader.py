@@ -1,5 +1,6 @@
-"""Remoting's reads of pulled records from a real store's CommitLog files: the same bytes the
-store would send, and None (the store sends them) whenever the files cannot be trusted."""
+"""Reads of a real store's CommitLog files by another process (ferry.runtime.log_reader:
+remoting's pulls, the index's dispatch): the same bytes the store would send, and None (the
+store sends them) whenever the files cannot be trusted."""
 
 from __future__ import annotations
 
