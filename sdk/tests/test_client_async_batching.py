@@ -56,13 +56,14 @@ def test_messages_wait_while_requests_are_in_flight_and_leave_together() -> None
     acc = TopicAccumulator(BatchConfig(max_batches_in_flight=4, linger_s=1.0))
     add(acc, message(0), 0.0)
     assert len(acc.ready(0.0, 4)) == 1
+    futures = []
     for i in range(1, 6):
-        add(acc, message(i), 0.1)
+        futures.append(add(acc, message(i), 0.1))
         assert acc.ready(0.1, 4) == []
     acc.in_flight -= 1
     (batch,) = acc.ready(0.2, 4)
     assert ids(batch) == [f"ID{i}" for i in range(1, 6)]
-    assert len({id(f._condition) for f in batch.futures}) == 1  # one lock per batch
+    assert {id(f._condition) for f in futures} == {id(batch.outcome.cond)}  # one lock a batch
 
 
 def test_a_partial_batch_leaves_when_its_linger_is_over() -> None:

@@ -173,7 +173,6 @@ Item = Outgoing | PlainMessage
 class Batch:
     started: float  # monotonic time of its first message
     items: list[Item] = field(default_factory=list)
-    futures: list[SendFuture] = field(default_factory=list)
     size: int = 0
     outcome: Outcome = field(default_factory=Outcome)  # what its futures read
 
@@ -197,9 +196,8 @@ class TopicAccumulator:
             batch = None
         if batch is None:
             batch = self.waiting = Batch(now)
-        future = SendFuture(batch.outcome, len(batch.futures))
+        future = SendFuture(batch.outcome, len(batch.items))  # its index among the results
         batch.items.append(item)
-        batch.futures.append(future)
         batch.size += size
         if len(batch.items) >= config.max_count or batch.size >= config.max_bytes:
             self.seal()
