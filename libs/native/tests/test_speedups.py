@@ -6,6 +6,7 @@ import hashlib
 import os
 import random
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -32,6 +33,46 @@ def test_crc32_matches_zlib(size: int) -> None:
     data = random.Random(size).randbytes(size)
     assert native.crc32(data) == zlib.crc32(data)
     assert native.crc32(memoryview(data)[1:]) == zlib.crc32(data[1:])
+
+
+@needs_c
+def test_folded_crc32_matches_zlib_at_every_length_and_alignment() -> None:
+    # the PCLMULQDQ fold takes 64 bytes and more, in 16-byte blocks, zlib the tail: every
+    # length around those steps, from every alignment of a 16-byte load
+    data = random.Random(7).randbytes(700)
+    for start in range(16):
+        for size in range(400):
+            chunk = data[start : start + size]
+            assert native.crc32(chunk) == zlib.crc32(chunk), (start, size)
+
+
+def _xpow_mod_p(n: int) -> int:
+    """x^n mod P over GF(2), P being CRC-32's polynomial 0x104C11DB7."""
+    r = 1
+    for _ in range(n):
+        r <<= 1
+        if r >> 32:
+            r ^= 0x104C11DB7
+    return r
+
+
+def _reflected(value: int, bits: int) -> int:
+    return int(f"{value:0{bits}b}"[::-1], 2)
+
+
+def test_the_fold_constants_in_the_c_source_are_the_polynomials() -> None:
+    # where the C's numbers come from: x^n mod P reflected and shifted by one, for folds of
+    # 512 and 128 bits and the 64 -> 32 step, and Barrett's floor(x^64 / P) and P reflected
+    source = (Path(native.__file__).parent / "_speedups.c").read_text()
+    wanted = [_reflected(_xpow_mod_p(n), 32) << 1 for n in (544, 480, 160, 96, 64)]
+    q, a = 0, 1 << 64
+    while a.bit_length() >= 33:
+        shift = a.bit_length() - 33
+        q |= 1 << shift
+        a ^= 0x104C11DB7 << shift
+    wanted += [_reflected(q, 33), _reflected(0x104C11DB7, 33)]
+    for constant in wanted:
+        assert f"0x{constant:09x}LL" in source, hex(constant)
 
 
 @needs_c
