@@ -7,7 +7,7 @@ import functools
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from ferry import native
 from ferry.protocol import record
@@ -332,7 +332,36 @@ MAX_PLAIN_TEXT = 60_000  # tags + keys over this go the general way (which check
 
 def plain_message(msg: Message, tail_len: int) -> PlainMessage | None:
     """A snapshot of `msg` for encode_plain_batch, its tags and keys checked; None when the
-    message needs the general path (properties of its own, delay, timer, huge tags/keys)."""
+    message needs the general path (properties of its own, delay, timer, huge tags/keys).
+    In C (ferry.native) where it can; a message C leaves alone (a separator in its tags, a
+    body not of bytes) goes through plain_message_py, which says why or takes it."""
+    if native.ENABLED:
+        found = native.plain_message(msg, _BASE_SIZE + tail_len, MAX_PLAIN_TEXT, PlainMessage)
+        if found is not None:
+            return cast(PlainMessage, found)
+    return plain_message_py(msg, tail_len)
+
+
+def plain_messages(msgs: list[Message], topic: str, tail_len: int) -> list[PlainMessage] | None:
+    """plain_message of each message of a batch of `topic`; None when any needs the general
+    path or names another topic (the caller's checks then say which)."""
+    if native.ENABLED:
+        found = native.plain_messages(
+            msgs, topic, _BASE_SIZE + tail_len, MAX_PLAIN_TEXT, PlainMessage
+        )
+        if found is not None:
+            return cast(list[PlainMessage], found)
+    plain: list[PlainMessage] = []
+    for msg in msgs:
+        one = plain_message_py(msg, tail_len) if msg.topic == topic else None
+        if one is None:
+            return None
+        plain.append(one)
+    return plain
+
+
+def plain_message_py(msg: Message, tail_len: int) -> PlainMessage | None:
+    """plain_message in Python: the reference for the C code."""
     if msg.properties or msg.delay_level > 0 or msg.deliver_at_ms is not None:
         return None
     size = _BASE_SIZE + tail_len + len(msg.body)

@@ -28,13 +28,13 @@ from ferry.client.latency_fault import (
 from ferry.client.lifecycle import Lifecycle
 from ferry.client.message import (
     Message,
-    PlainMessage,
     SendResult,
     encode_message,
     encode_plain_batch,
     encode_plain_message,
     message_properties,
     plain_message,
+    plain_messages,
 )
 from ferry.client.outgoing import Outgoing, joined_result, send_request
 from ferry.client.publish import Publisher, Target
@@ -211,13 +211,15 @@ class Producer(Lifecycle):
         batch = list(msgs)
         if not batch:
             raise InvalidParameterError("send_batch needs at least one message")
-        topic = batch[0].topic
-        for msg in batch:
-            if msg.topic != topic:
-                raise InvalidParameterError("every message of a batch must have the same topic")
-            if msg.delay_level > 0 or msg.deliver_at_ms is not None:
-                raise InvalidParameterError("batch messages cannot be delayed")
-        out = self._prepare_plain_batch(batch) or self._prepare(batch)
+        out = self._prepare_plain_batch(batch)  # one topic, nothing delayed, checked in C
+        if out is None:
+            topic = batch[0].topic
+            for msg in batch:
+                if msg.topic != topic:
+                    raise InvalidParameterError("every message of a batch must have the same topic")
+                if msg.delay_level > 0 or msg.deliver_at_ms is not None:
+                    raise InvalidParameterError("batch messages cannot be delayed")
+            out = self._prepare(batch)
         return self._send_sync(out, self.send_timeout_s)
 
     def _prepare_plain_batch(self, batch: list[Message]) -> Outgoing | None:
@@ -231,13 +233,9 @@ class Producer(Lifecycle):
         if topic not in self._checked_topics:
             check_topic(topic)
             self._checked_topics.add(topic)
-        tail_len = len(topic_tail(topic))
-        plain: list[PlainMessage] = []
-        for msg in batch:
-            one = plain_message(msg, tail_len)
-            if one is None:
-                return None
-            plain.append(one)
+        plain = plain_messages(batch, topic, len(topic_tail(topic)))
+        if plain is None:
+            return None
         ids = inst.msg_ids.next_ids(len(plain))
         payload = encode_plain_batch(
             topic,

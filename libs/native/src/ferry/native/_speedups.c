@@ -963,6 +963,177 @@ done:
     return result;
 }
 
+/* ---- the SDK: what send_async and send_batch keep of a plain message ---- */
+
+static PyObject *str_space, *empty_str;
+
+/* The first seven message attributes (topic .. deliver_at_ms) of a send-side message class:
+ * read straight from their slots when the class keeps them in plain __slots__, as the
+ * decoder's resolve_slots does. One class remembered (Message, normally). */
+#define N_SEND_ATTRS 7
+static PyObject *send_cls;
+static int send_direct;
+static Py_ssize_t send_offset[N_SEND_ATTRS];
+
+static int resolve_send_slots(PyTypeObject *tp) {
+    if ((PyObject *)tp == send_cls) return 0;
+    int direct = 1;
+    for (int i = 0; i < N_SEND_ATTRS && direct; i++) {
+        PyObject *d = PyObject_GetAttr((PyObject *)tp, attr_names[i]);
+        if (!d) return -1;
+        if (Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX)
+            send_offset[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        else
+            direct = 0;
+        Py_DECREF(d);
+    }
+    Py_XSETREF(send_cls, Py_NewRef((PyObject *)tp));
+    send_direct = direct;
+    return 0;
+}
+
+/* A new reference to attribute `which` of msg; NULL with an error when it is not set. */
+static PyObject *attr_of(PyObject *msg, int which) {
+    if (send_direct && (PyObject *)Py_TYPE(msg) == send_cls) {
+        PyObject *v = *(PyObject **)((char *)msg + send_offset[which]);
+        if (v) return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(msg, attr_names[which]);
+}
+
+static int has_separator(PyObject *s, Py_ssize_t *utf8_len) {
+    const char *p = PyUnicode_AsUTF8AndSize(s, utf8_len);
+    if (!p) return -1;
+    return (memchr(p, 1, (size_t)*utf8_len) || memchr(p, 2, (size_t)*utf8_len)) ? 1 : 0;
+}
+
+/* As ferry.client.message.plain_message for one message: a `cls` (PlainMessage) of (body,
+ * tags, keys, size), or Py_None when the message needs the general path (properties of its
+ * own, delay or timer, a body that is not bytes, a separator in tags or keys, text over
+ * max_text, another topic than `topic` when one is given). NULL with an error on failure. */
+static PyObject *plain_one(PyObject *msg, PyObject *topic, Py_ssize_t base, Py_ssize_t max_text,
+                           PyObject *cls) {
+    PyObject *v, *body = NULL, *tags = NULL, *keys = NULL, *out = NULL;
+    if (resolve_send_slots(Py_TYPE(msg)) < 0) return NULL;
+    if (topic != Py_None) {
+        if (!(v = attr_of(msg, A_TOPIC))) return NULL;
+        int same = v == topic || (PyUnicode_Check(v) && PyUnicode_Compare(v, topic) == 0);
+        Py_DECREF(v);
+        if (PyErr_Occurred()) return NULL;
+        if (!same) return Py_NewRef(Py_None);
+    }
+    if (!(v = attr_of(msg, A_PROPERTIES))) return NULL;
+    int plain = PyDict_Check(v) && PyDict_GET_SIZE(v) == 0;
+    Py_DECREF(v);
+    if (!plain) return Py_NewRef(Py_None);
+    if (!(v = attr_of(msg, A_DELAY_LEVEL))) return NULL;
+    plain = PyLong_Check(v) && PyLong_AsLong(v) == 0;
+    Py_DECREF(v);
+    if (PyErr_Occurred()) return NULL;
+    if (!plain) return Py_NewRef(Py_None);
+    if (!(v = attr_of(msg, A_DELIVER_AT_MS))) return NULL;
+    plain = v == Py_None;
+    Py_DECREF(v);
+    if (!plain) return Py_NewRef(Py_None);
+    if (!(body = attr_of(msg, A_BODY))) return NULL;
+    if (!PyBytes_CheckExact(body)) goto general;
+    Py_ssize_t size = base + PyBytes_GET_SIZE(body), n;
+    if (!(tags = attr_of(msg, A_TAGS))) goto done;
+    if (tags == Py_None) {
+        Py_SETREF(tags, Py_NewRef(empty_str));
+    } else if (!PyUnicode_Check(tags)) {
+        goto general;
+    } else if (PyUnicode_GET_LENGTH(tags)) {
+        int sep = has_separator(tags, &n);
+        if (sep < 0) goto done;
+        if (sep) goto general;
+        size += 6 + n; /* TAGS \1 value \2 */
+    }
+    if (!(v = attr_of(msg, A_KEYS))) goto done;
+    if (!PyList_Check(v)) {
+        Py_DECREF(v);
+        goto general;
+    }
+    if (PyList_GET_SIZE(v) == 0) {
+        keys = Py_NewRef(empty_str);
+    } else {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++) {
+            if (!PyUnicode_Check(PyList_GET_ITEM(v, i))) {
+                Py_DECREF(v);
+                goto general;
+            }
+        }
+        keys = PyUnicode_Join(str_space, v);
+    }
+    Py_DECREF(v);
+    if (!keys) goto done;
+    if (PyUnicode_GET_LENGTH(keys)) {
+        int sep = has_separator(keys, &n);
+        if (sep < 0) goto done;
+        if (sep) goto general;
+        size += 6 + n; /* KEYS \1 value \2 */
+    }
+    if (PyUnicode_GET_LENGTH(tags) + PyUnicode_GET_LENGTH(keys) > max_text) goto general;
+    PyObject *sz = PyLong_FromSsize_t(size);
+    if (!sz) goto done;
+    out = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 4); /* as tuple.__new__(cls) */
+    if (!out) {
+        Py_DECREF(sz);
+        goto done;
+    }
+    PyTuple_SET_ITEM(out, 0, Py_NewRef(body));
+    PyTuple_SET_ITEM(out, 1, Py_NewRef(tags));
+    PyTuple_SET_ITEM(out, 2, Py_NewRef(keys));
+    PyTuple_SET_ITEM(out, 3, sz);
+    goto done;
+general:
+    out = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(body);
+    Py_XDECREF(tags);
+    Py_XDECREF(keys);
+    return out;
+}
+
+static int check_plain_cls(PyObject *cls) {
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type) ||
+        ((PyTypeObject *)cls)->tp_itemsize != sizeof(PyObject *)) {
+        PyErr_SetString(PyExc_TypeError, "plain messages: cls must be a tuple type");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *py_plain_message(PyObject *self, PyObject *args) {
+    PyObject *msg, *cls;
+    Py_ssize_t base, max_text;
+    if (!PyArg_ParseTuple(args, "OnnO", &msg, &base, &max_text, &cls)) return NULL;
+    if (check_plain_cls(cls) < 0) return NULL;
+    return plain_one(msg, Py_None, base, max_text, cls);
+}
+
+/* plain_one for each message of a batch of one topic: the list, or None at the first message
+ * that needs the general path (the Python code then checks the batch and says why). */
+static PyObject *py_plain_messages(PyObject *self, PyObject *args) {
+    PyObject *msgs, *topic, *cls;
+    Py_ssize_t base, max_text;
+    if (!PyArg_ParseTuple(args, "O!UnnO", &PyList_Type, &msgs, &topic, &base, &max_text, &cls))
+        return NULL;
+    if (check_plain_cls(cls) < 0) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(msgs);
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *one = plain_one(PyList_GET_ITEM(msgs, i), topic, base, max_text, cls);
+        if (!one || one == Py_None) {
+            Py_DECREF(out);
+            return one;
+        }
+        PyList_SET_ITEM(out, i, one);
+    }
+    return out;
+}
+
 /* ---- the store: a pull's log ranges from ConsumeQueue entries ---- */
 
 static int append_run(PyObject *runs, long long start, long long stop) {
@@ -1069,6 +1240,10 @@ static PyMethodDef methods[] = {
     {"encode_plain_batch", py_encode_plain_batch, METH_VARARGS,
      "encode_plain_batch(topic_tail, msgs, ids, born_timestamp, born_host, compress_over) -> "
      "the records, or None when a body is to be compressed"},
+    {"plain_message", py_plain_message, METH_VARARGS,
+     "plain_message(msg, base_size, max_text, cls) -> cls(body, tags, keys, size) | None"},
+    {"plain_messages", py_plain_messages, METH_VARARGS,
+     "plain_messages(msgs, topic, base_size, max_text, cls) -> list | None"},
     {"queue_runs", py_queue_runs, METH_VARARGS,
      "queue_runs(entries, count, total, max_msgs, max_bytes, log_end) -> "
      "(runs, count, total, entries used, state)"},
@@ -1089,7 +1264,10 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     str_TAGS = PyUnicode_InternFromString("TAGS");
     str_KEYS = PyUnicode_InternFromString("KEYS");
     str_UNIQ_KEY = PyUnicode_InternFromString("UNIQ_KEY");
+    str_space = PyUnicode_InternFromString(" ");
+    empty_str = PyUnicode_New(0, 0);
     empty_tuple = PyTuple_New(0);
-    if (!str_TAGS || !str_KEYS || !str_UNIQ_KEY || !empty_tuple) return NULL;
+    if (!str_TAGS || !str_KEYS || !str_UNIQ_KEY || !str_space || !empty_str || !empty_tuple)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -1,0 +1,75 @@
+"""plain_message / plain_messages in C against the Python reference, message by message."""
+
+from __future__ import annotations
+
+import pytest
+
+from ferry import native
+from ferry.client.message import (
+    MAX_PLAIN_TEXT,
+    Message,
+    MessageExt,
+    plain_message,
+    plain_message_py,
+    plain_messages,
+)
+from ferry.protocol.errors import InvalidParameterError
+
+needs_c = pytest.mark.skipif(not native.ENABLED, reason="the C extension is not built here")
+
+
+def variants() -> list[Message]:
+    odd_body = Message("T", b"x")
+    odd_body.body = bytearray(b"abc")  # type: ignore[assignment]  # a caller's late change
+    odd_keys = Message("T", b"x")
+    odd_keys.keys = ("a", "b")  # type: ignore[assignment]
+    return [
+        Message("T", b""),
+        Message("T", b"x" * 1024),
+        Message("T", "text body"),
+        Message("T", b"b", tags="TagA"),
+        Message("T", b"b", tags=""),
+        Message("T", b"b", tags="\u00e9t\u00e9 \u2603"),  # UTF-8 longer than its characters
+        Message("T", b"b", keys="one"),
+        Message("T", b"b", keys=["k1", "k2", "\u00fc"]),
+        Message("T", b"b", keys=["", ""]),
+        Message("T", b"b", tags="t", keys=["k"]),
+        Message("T", b"b", properties={"a": "1"}),
+        Message("T", b"b", delay_level=3),
+        Message("T", b"b", delay_level=-1),
+        Message("T", b"b", deliver_at_ms=1),
+        Message("T", b"b", tags="x" * (MAX_PLAIN_TEXT + 1)),
+        Message("T", b"b", keys=["k" * (MAX_PLAIN_TEXT // 2), "k" * (MAX_PLAIN_TEXT // 2)]),
+        MessageExt("T", b"ext", tags="TagB", keys=["e"]),
+        odd_body,
+        odd_keys,
+    ]
+
+
+@needs_c
+@pytest.mark.parametrize("index", range(len(variants())))
+@pytest.mark.parametrize("tail_len", [1, 30])
+def test_c_makes_what_python_makes(index: int, tail_len: int) -> None:
+    msg = variants()[index]
+    expected = plain_message_py(msg, tail_len)
+    got = plain_message(msg, tail_len)
+    assert got == expected
+    assert type(got) is type(expected)
+    assert plain_messages([msg, msg], "T", tail_len) == (
+        None if expected is None else [expected, expected]
+    )
+
+
+@pytest.mark.parametrize("bad", [{"tags": "a\x01b"}, {"keys": ["ok", "b\x02"]}])
+def test_a_separator_in_tags_or_keys_is_refused_with_its_reason(bad: dict[str, object]) -> None:
+    msg = Message("T", b"b", **bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="reserved separator"):
+        plain_message(msg, 1)
+
+
+def test_a_batch_with_another_topic_or_a_delay_is_left_to_the_general_path() -> None:
+    plain = [Message("T", b"a"), Message("T", b"b")]
+    assert plain_messages(plain, "T", 1) is not None
+    assert plain_messages([*plain, Message("U", b"c")], "T", 1) is None
+    assert plain_messages([*plain, Message("T", b"c", delay_level=2)], "T", 1) is None
+    assert plain_messages(plain, "U", 1) is None
