@@ -1,4 +1,5 @@
-"""plain_message / plain_messages in C against the Python reference, message by message."""
+"""The SDK's per-message helpers in C against their Python references: plain_message,
+plain_messages and the SendResults of a batch."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from ferry.client.message import (
     MAX_PLAIN_TEXT,
     Message,
     MessageExt,
+    MessageQueue,
+    SendResult,
+    SendStatus,
     plain_message,
     plain_message_py,
     plain_messages,
 )
+from ferry.client.outgoing import each_result_py
 from ferry.protocol.errors import InvalidParameterError
 
 needs_c = pytest.mark.skipif(not native.ENABLED, reason="the C extension is not built here")
@@ -73,3 +78,17 @@ def test_a_batch_with_another_topic_or_a_delay_is_left_to_the_general_path() -> 
     assert plain_messages([*plain, Message("U", b"c")], "T", 1) is None
     assert plain_messages([*plain, Message("T", b"c", delay_level=2)], "T", 1) is None
     assert plain_messages(plain, "U", 1) is None
+
+
+@needs_c
+@pytest.mark.parametrize("count", [2, 256])
+def test_send_results_in_c_are_the_python_ones(count: int) -> None:
+    ids = [f"{i:032X}" for i in range(count)]
+    phys = [i * 1_100 + (1 << 40) for i in range(count)]  # offsets past 32 bits
+    queue = MessageQueue("T", "broker-a", 3)
+    made = native.send_results(SendResult, SendStatus.FLUSH_DISK_TIMEOUT, ids, phys, "AB", queue, 7)
+    assert made == each_result_py(ids, phys, SendStatus.FLUSH_DISK_TIMEOUT, "AB", queue, 7)
+    assert made[1].offset_msg_id == f"AB{phys[1]:016X}"
+    assert [r.queue_offset for r in made] == list(range(7, 7 + count))
+    with pytest.raises(ValueError, match="one offset per id"):
+        native.send_results(SendResult, SendStatus.SEND_OK, ids, phys[:-1], "AB", queue, 0)

@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from opentelemetry import trace
 
+from ferry import native
 from ferry.client.message import MessageQueue, SendResult, SendStatus, host_hex
 from ferry.client.publish import Target
 from ferry.protocol.errors import FerryError
@@ -102,12 +103,28 @@ def each_result(out: Outgoing, target: Target, reply: SendMessageReply) -> list[
         return [
             SendResult(status, out.msg_ids[0], f"{host}{reply.phys_offsets[0]:016X}", queue, offset)
         ]
-    # A batch's results, one per message: filled through the slots, since a frozen dataclass's
-    # __init__ goes through object.__setattr__ field by field (twice the cost).
+    if native.ENABLED:  # 450 -> ~70 ns a result
+        return native.send_results(
+            SendResult, status, out.msg_ids, reply.phys_offsets, host, queue, offset
+        )
+    return each_result_py(out.msg_ids, reply.phys_offsets, status, host, queue, offset)
+
+
+def each_result_py(
+    msg_ids: list[str],
+    phys_offsets: list[int],
+    status: SendStatus,
+    host: str,
+    queue: MessageQueue,
+    offset: int,
+) -> list[SendResult]:
+    """each_result's batch case in Python (the reference for native.send_results)."""
+    # Filled through the slots, since a frozen dataclass's __init__ goes through
+    # object.__setattr__ field by field (twice the cost).
     new = SendResult.__new__
     set_status, set_id, set_offset_id, set_queue, set_queue_offset = _RESULT_SLOTS
     results: list[SendResult] = []
-    for msg_id, phys in zip(out.msg_ids, reply.phys_offsets, strict=True):
+    for msg_id, phys in zip(msg_ids, phys_offsets, strict=True):
         result = new(SendResult)
         set_status(result, status)
         set_id(result, msg_id)

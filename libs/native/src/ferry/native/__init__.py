@@ -22,6 +22,7 @@ try:
         put_entries,
         queue_runs,
         scan_batch,
+        send_results,
         stamp,
     )
 except ImportError:  # pragma: no cover - only where the extension could not be built
@@ -45,6 +46,7 @@ __all__ = [
     "put_entries",
     "queue_runs",
     "scan_batch",
+    "send_results",
     "stamp",
 ]
 

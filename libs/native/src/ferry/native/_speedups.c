@@ -1134,6 +1134,71 @@ static PyObject *py_plain_messages(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ---- the SDK: the SendResults of a batch ---- */
+
+#define N_RESULT_ATTRS 5
+static const char *RESULT_NAMES[N_RESULT_ATTRS] = {"status", "msg_id", "offset_msg_id", "queue",
+                                                   "queue_offset"};
+static PyObject *result_cls;
+static Py_ssize_t result_offset[N_RESULT_ATTRS];
+
+static int resolve_result_slots(PyObject *cls) {
+    if (cls == result_cls) return 0;
+    for (int i = 0; i < N_RESULT_ATTRS; i++) {
+        PyObject *d = PyObject_GetAttrString(cls, RESULT_NAMES[i]);
+        if (!d) return -1;
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
+        if (ok) result_offset[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+        if (!ok) {
+            PyErr_SetString(PyExc_TypeError, "send_results: the class keeps its fields in __slots__");
+            return -1;
+        }
+    }
+    Py_XSETREF(result_cls, Py_NewRef(cls));
+    return 0;
+}
+
+/* As ferry.client.outgoing.each_result once the reply is checked: cls(status, id, prefix +
+ * offset in 16 hex digits, queue, first_offset + i) for each id and CommitLog offset. */
+static PyObject *py_send_results(PyObject *self, PyObject *args) {
+    PyObject *cls, *status, *ids, *phys, *prefix, *queue;
+    long long first;
+    if (!PyArg_ParseTuple(args, "O!OO!O!UOL", &PyType_Type, &cls, &status, &PyList_Type, &ids,
+                          &PyList_Type, &phys, &prefix, &queue, &first))
+        return NULL;
+    if (resolve_result_slots(cls) < 0) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(ids);
+    if (PyList_GET_SIZE(phys) != n || !PyUnicode_IS_ASCII(prefix)) {
+        PyErr_SetString(PyExc_ValueError, "send_results: one offset per id, an ASCII prefix");
+        return NULL;
+    }
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long at = PyLong_AsLongLong(PyList_GET_ITEM(phys, i));
+        if (at == -1 && PyErr_Occurred()) goto fail;
+        PyObject *r = tp->tp_alloc(tp, 0);
+        if (!r) goto fail;
+        PyList_SET_ITEM(out, i, r);
+        PyObject *values[N_RESULT_ATTRS] = {Py_NewRef(status), Py_NewRef(PyList_GET_ITEM(ids, i)),
+                                            offset_id_of(prefix, at), Py_NewRef(queue),
+                                            PyLong_FromLongLong(first + i)};
+        int bad = 0;
+        for (int k = 0; k < N_RESULT_ATTRS; k++) {
+            if (!values[k]) bad = 1;
+            *(PyObject **)((char *)r + result_offset[k]) = values[k]; /* new object: slots empty */
+        }
+        if (bad) goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 /* ---- the store: a pull's log ranges from ConsumeQueue entries ---- */
 
 static int append_run(PyObject *runs, long long start, long long stop) {
@@ -1244,6 +1309,8 @@ static PyMethodDef methods[] = {
      "plain_message(msg, base_size, max_text, cls) -> cls(body, tags, keys, size) | None"},
     {"plain_messages", py_plain_messages, METH_VARARGS,
      "plain_messages(msgs, topic, base_size, max_text, cls) -> list | None"},
+    {"send_results", py_send_results, METH_VARARGS,
+     "send_results(cls, status, ids, phys_offsets, id_prefix, queue, first_offset) -> list"},
     {"queue_runs", py_queue_runs, METH_VARARGS,
      "queue_runs(entries, count, total, max_msgs, max_bytes, log_end) -> "
      "(runs, count, total, entries used, state)"},

@@ -73,3 +73,13 @@ def plain_message(msg: Any, base_size: int, max_text: int, cls: type, /) -> Any:
 def plain_messages(
     msgs: list[Any], topic: str, base_size: int, max_text: int, cls: type, /
 ) -> list[Any] | None: ...
+def send_results(
+    cls: type,
+    status: Any,
+    ids: list[str],
+    phys_offsets: list[int],
+    id_prefix: str,
+    queue: Any,
+    first_offset: int,
+    /,
+) -> list[Any]: ...
