@@ -197,16 +197,16 @@ class TopicAccumulator:
     sealed: collections.deque[Batch] = field(default_factory=collections.deque)
     in_flight: int = 0
 
-    def add(self, item: Item, size: int, now: float) -> SendFuture:
+    def add(self, item: Item, size: int, now: float | None = None) -> SendFuture:
         """Queues a message of `size` bytes encoded; its future shares the lock of the batch
-        it joins."""
+        it joins. `now` (monotonic, read when None) starts a new batch's linger."""
         config = self.config
         batch = self.waiting
         if batch is not None and batch.size + size > config.max_bytes:
             self.seal()  # a batch never grows past max_bytes (kept under maxMessageSize)
             batch = None
         if batch is None:
-            batch = self.waiting = Batch(now)
+            batch = self.waiting = Batch(time.monotonic() if now is None else now)
         future = SendFuture(batch.outcome, len(batch.items))  # its index among the results
         batch.items.append(item)
         batch.size += size
@@ -282,14 +282,16 @@ class AsyncSender:
         return self._add(topic, msg, msg.size)
 
     def _add(self, topic: str, item: Item, size: int) -> Future[SendResult]:
-        now = time.monotonic()
         with self._lock:
             self._outstanding += 1
             acc = self._topics.get(topic)
             if acc is None:
                 acc = self._topics[topic] = TopicAccumulator(self._batching)
-            future = acc.add(item, size, now)
-            batches = acc.ready(now, self._window(), self._closing)
+            future = acc.add(item, size)
+            window = self._window()
+            if acc.in_flight >= window:  # the usual case under load: nothing can leave
+                return future
+            batches = acc.ready(time.monotonic(), window, self._closing)
         for batch in batches:
             self._send_batch(topic, batch, may_block=True)
         return future

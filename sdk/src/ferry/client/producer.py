@@ -141,7 +141,7 @@ class Producer(Lifecycle):
         self._instance: ClientInstance | None = None
         self._publisher: Publisher | None = None
         self._async: AsyncSender | None = None
-        self._checked_topics: set[str] = set()
+        self._tail_lens: dict[str, int] = {}  # topics checked, and their record tails' sizes
 
     # ---- lifecycle ----
 
@@ -230,10 +230,7 @@ class Producer(Lifecycle):
         if inst.tracing.enabled or len(batch) < 2:
             return None
         topic = batch[0].topic
-        if topic not in self._checked_topics:
-            check_topic(topic)
-            self._checked_topics.add(topic)
-        plain = plain_messages(batch, topic, len(topic_tail(topic)))
+        plain = plain_messages(batch, topic, self._tail_len(topic))
         if plain is None:
             return None
         ids = inst.msg_ids.next_ids(len(plain))
@@ -251,6 +248,14 @@ class Producer(Lifecycle):
             )
         return Outgoing(topic, ids, payload, len(plain), "", "", None, True)
 
+    def _tail_len(self, topic: str) -> int:
+        """Checks a topic's name once; the size of its name's part of a record."""
+        tail_len = self._tail_lens.get(topic)
+        if tail_len is None:
+            check_topic(topic)
+            tail_len = self._tail_lens[topic] = len(topic_tail(topic))
+        return tail_len
+
     def send_async(self, msg: Message) -> Future[SendResult]:
         """Sends without waiting, retrying as send() does.
 
@@ -264,14 +269,14 @@ class Producer(Lifecycle):
         inst = self._started()
         if sender.batching and not inst.tracing.enabled:
             topic = msg.topic
-            if topic not in self._checked_topics:
-                check_topic(topic)
-                self._checked_topics.add(topic)
+            tail_len = self._tail_lens.get(topic)
+            if tail_len is None:
+                tail_len = self._tail_len(topic)
             if len(msg.body) > self.max_message_size:
                 raise MessageIllegalError(
                     f"message body is {len(msg.body)} bytes, over {self.max_message_size}"
                 )
-            plain = plain_message(msg, len(topic_tail(topic)))
+            plain = plain_message(msg, tail_len)
             if plain is not None:  # encoded with its batch, as the batch leaves
                 return sender.submit_plain(topic, plain)
         return sender.submit(self._prepare_one(msg))
@@ -330,9 +335,7 @@ class Producer(Lifecycle):
         if inst.tracing.enabled:
             return self._prepare([msg])
         topic = msg.topic
-        if topic not in self._checked_topics:
-            check_topic(topic)
-            self._checked_topics.add(topic)
+        self._tail_len(topic)
         if len(msg.body) > self.max_message_size:
             raise MessageIllegalError(
                 f"message body is {len(msg.body)} bytes, over {self.max_message_size}"
@@ -352,9 +355,7 @@ class Producer(Lifecycle):
         inst = self._started()
         first = msgs[0]
         topic = first.topic
-        if topic not in self._checked_topics:
-            check_topic(topic)
-            self._checked_topics.add(topic)
+        self._tail_len(topic)  # checks the name once
         single = len(msgs) == 1
         if single and len(first.body) > self.max_message_size:
             raise MessageIllegalError(
