@@ -13,8 +13,8 @@ import zlib
 from collections.abc import Callable
 
 from ferry import native
-from ferry.client import message
-from ferry.client.message import PlainMessage
+from ferry.client import message, outgoing
+from ferry.client.message import Message, MessageQueue, PlainMessage, SendResult, SendStatus
 from ferry.index import keys
 from ferry.protocol import record
 from ferry.store import batch
@@ -55,6 +55,10 @@ def one_run() -> dict[str, float]:
     plain = [PlainMessage(bytes(1024), "", "", 0) for _ in range(N)]
     ids = [f"{i:032X}" for i in range(N)]
     host = bytes(8)
+    msgs = [Message("BenchTopic", bytes(1024), tags="TagA") for _ in range(N)]
+    tail = len(record.topic_tail("BenchTopic"))
+    phys = [i * 1100 for i in range(N)]
+    queue = MessageQueue("BenchTopic", "b", 0)
     limits = (4 << 20, 1 << 30)
     loops: dict[str, tuple[Callable[[], object], Callable[[], object]]] = {
         "store batch scan": (
@@ -77,12 +81,20 @@ def one_run() -> dict[str, float]:
             lambda: message.decode_records(log, "b", None, []),
             lambda: message.decode_records_py(log, "b", None, []),
         ),
+        "SDK plain messages of a batch": (
+            lambda: message.plain_messages(msgs, "BenchTopic", tail),
+            lambda: [message.plain_message_py(m, tail) for m in msgs],
+        ),
+        "SDK send_async results": (
+            lambda: native.send_results(SendResult, SendStatus.SEND_OK, ids, phys, "AB", queue, 0),
+            lambda: outgoing.each_result_py(ids, phys, SendStatus.SEND_OK, "AB", queue, 0),
+        ),
     }
     out: dict[str, float] = {}
     for name, (c_fn, py_fn) in loops.items():
         out[f"{name}, C"] = per_call(c_fn) / N * 1e6
         out[f"{name}, Python"] = per_call(py_fn) / N * 1e6
-    out["CRC-32 of 128 KiB, C (zlib's)"] = per_call(lambda: native.crc32(log)) * 1e6
+    out["CRC-32 of 128 KiB, C (folded with PCLMULQDQ)"] = per_call(lambda: native.crc32(log)) * 1e6
     out["CRC-32 of 128 KiB, zlib.crc32"] = per_call(lambda: zlib.crc32(log)) * 1e6
     return out
 
