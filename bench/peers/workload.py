@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 from collections.abc import Iterator, Sequence
@@ -66,11 +67,13 @@ def cpu_busy() -> tuple[int, int]:
 
 
 def settle(busy_below: float = 0.15, window_s: float = 0.5, limit_s: float = 60.0) -> float:
-    """Waits until the machine is idle (under 15 % busy over half a second), at most a
-    minute; returns the seconds waited. Every system gets this before every measurement, so
-    that work left from the previous one (Ferry's index catching up, a peer's background
-    flush) is not charged to the next system measured."""
+    """Writes every dirty page to disk, then waits until the machine is idle (under 15 %
+    busy over half a second), at most a minute; returns the seconds waited. Every system
+    gets this before every measurement, so that work left from the previous one (Ferry's
+    index catching up, a peer's background flush, the kernel writing back what the last
+    system wrote) is not charged to the next system measured."""
     started = time.monotonic()
+    os.sync()
     while time.monotonic() - started < limit_s:
         busy0, total0 = cpu_busy()
         time.sleep(window_s)  # the sampling window of the idle check
