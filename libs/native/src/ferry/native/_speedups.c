@@ -691,27 +691,33 @@ static PyObject *memo_get(Memo *m, const uint8_t *p, Py_ssize_t n, PyObject *hel
 /* Where each attribute of the message class lives: for a class of plain __slots__ (object
  * slots, writable), their offsets, so that a message is filled by 20 stores instead of 20
  * attribute lookups; any other class goes through setattr. Resolved once per class. */
+/* The offsets of attributes `names` of class `cls` when each is a plain writable __slots__
+ * slot (an object member), so that C can read or fill them without attribute lookups: 1 when
+ * all are, 0 when one is not (use getattr/setattr), -1 on error. */
+static int slot_offsets(PyObject *cls, PyObject *const *names, int n, Py_ssize_t *out) {
+    int direct = 1;
+    for (int i = 0; i < n && direct; i++) {
+        PyObject *d = PyObject_GetAttr(cls, names[i]);
+        if (!d) return -1;
+        PyMemberDef *m = Py_IS_TYPE(d, &PyMemberDescr_Type) ? ((PyMemberDescrObject *)d)->d_member : NULL;
+        if (m && m->type == T_OBJECT_EX && !(m->flags & READONLY))
+            out[i] = m->offset;
+        else
+            direct = 0;
+        Py_DECREF(d);
+    }
+    return direct;
+}
+
+/* The message class the decoder fills (MessageExt): resolved once per class. */
 static PyObject *slots_cls;
 static int slots_direct;
 static Py_ssize_t slot_offset[N_ATTRS];
 
 static int resolve_slots(PyObject *cls) {
     if (cls == slots_cls) return 0;
-    int direct = 1;
-    for (int i = 0; i < N_ATTRS && direct; i++) {
-        PyObject *d = PyObject_GetAttr(cls, attr_names[i]);
-        if (!d) return -1;
-        if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-            PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-            if (m->type == T_OBJECT_EX && !(m->flags & READONLY))
-                slot_offset[i] = m->offset;
-            else
-                direct = 0;
-        } else {
-            direct = 0;
-        }
-        Py_DECREF(d);
-    }
+    int direct = slot_offsets(cls, attr_names, N_ATTRS, slot_offset);
+    if (direct < 0) return -1;
     Py_XSETREF(slots_cls, Py_NewRef(cls));
     slots_direct = direct;
     return 0;
@@ -977,16 +983,8 @@ static Py_ssize_t send_offset[N_SEND_ATTRS];
 
 static int resolve_send_slots(PyTypeObject *tp) {
     if ((PyObject *)tp == send_cls) return 0;
-    int direct = 1;
-    for (int i = 0; i < N_SEND_ATTRS && direct; i++) {
-        PyObject *d = PyObject_GetAttr((PyObject *)tp, attr_names[i]);
-        if (!d) return -1;
-        if (Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX)
-            send_offset[i] = ((PyMemberDescrObject *)d)->d_member->offset;
-        else
-            direct = 0;
-        Py_DECREF(d);
-    }
+    int direct = slot_offsets((PyObject *)tp, attr_names, N_SEND_ATTRS, send_offset);
+    if (direct < 0) return -1;
     Py_XSETREF(send_cls, Py_NewRef((PyObject *)tp));
     send_direct = direct;
     return 0;
@@ -1139,22 +1137,17 @@ static PyObject *py_plain_messages(PyObject *self, PyObject *args) {
 #define N_RESULT_ATTRS 5
 static const char *RESULT_NAMES[N_RESULT_ATTRS] = {"status", "msg_id", "offset_msg_id", "queue",
                                                    "queue_offset"};
+static PyObject *result_names[N_RESULT_ATTRS];
 static PyObject *result_cls;
 static Py_ssize_t result_offset[N_RESULT_ATTRS];
 
 static int resolve_result_slots(PyObject *cls) {
     if (cls == result_cls) return 0;
-    for (int i = 0; i < N_RESULT_ATTRS; i++) {
-        PyObject *d = PyObject_GetAttrString(cls, RESULT_NAMES[i]);
-        if (!d) return -1;
-        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
-                 ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
-        if (ok) result_offset[i] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
-        if (!ok) {
-            PyErr_SetString(PyExc_TypeError, "send_results: the class keeps its fields in __slots__");
-            return -1;
-        }
+    int direct = slot_offsets(cls, result_names, N_RESULT_ATTRS, result_offset);
+    if (direct < 0) return -1;
+    if (!direct) {
+        PyErr_SetString(PyExc_TypeError, "send_results: the class keeps its fields in __slots__");
+        return -1;
     }
     Py_XSETREF(result_cls, Py_NewRef(cls));
     return 0;
@@ -1327,6 +1320,10 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     for (int i = 0; i < N_ATTRS; i++) {
         attr_names[i] = PyUnicode_InternFromString(ATTR_NAMES[i]);
         if (!attr_names[i]) return NULL;
+    }
+    for (int i = 0; i < N_RESULT_ATTRS; i++) {
+        result_names[i] = PyUnicode_InternFromString(RESULT_NAMES[i]);
+        if (!result_names[i]) return NULL;
     }
     str_TAGS = PyUnicode_InternFromString("TAGS");
     str_KEYS = PyUnicode_InternFromString("KEYS");
