@@ -70,6 +70,8 @@ def test_a_separator_in_tags_or_keys_is_refused_with_its_reason(bad: dict[str, o
     msg = Message("T", b"b", **bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError, match="reserved separator"):
         plain_message(msg, 1)
+    with pytest.raises(InvalidParameterError, match="reserved separator"):
+        plain_messages([Message("T", b"ok"), msg], "T", 1)
 
 
 def test_a_batch_with_another_topic_or_a_delay_is_left_to_the_general_path() -> None:

@@ -344,7 +344,8 @@ def plain_message(msg: Message, tail_len: int) -> PlainMessage | None:
 
 def plain_messages(msgs: list[Message], topic: str, tail_len: int) -> list[PlainMessage] | None:
     """plain_message of each message of a batch of `topic`; None when any needs the general
-    path or names another topic (the caller's checks then say which)."""
+    path or names another topic (the caller's checks then say which). A separator in tags or
+    keys raises, as plain_message does."""
     if native.ENABLED:
         found = native.plain_messages(
             msgs, topic, _BASE_SIZE + tail_len, MAX_PLAIN_TEXT, PlainMessage
