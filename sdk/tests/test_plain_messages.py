@@ -42,6 +42,7 @@ def variants() -> list[Message]:
         Message("T", b"b", properties={"a": "1"}),
         Message("T", b"b", delay_level=3),
         Message("T", b"b", delay_level=-1),
+        Message("T", b"b", delay_level=10**30),  # past a C long: the general path decides
         Message("T", b"b", deliver_at_ms=1),
         Message("T", b"b", tags="x" * (MAX_PLAIN_TEXT + 1)),
         Message("T", b"b", keys=["k" * (MAX_PLAIN_TEXT // 2), "k" * (MAX_PLAIN_TEXT // 2)]),

@@ -121,7 +121,7 @@ class SendFuture(Future[SendResult]):
 
     def result(self, timeout: float | None = None) -> SendResult:
         # A settled outcome never changes again: read it without the lock and the waiting
-        # machinery of Future.result (88 against 690 ns a call here). Errors, and outcomes
+        # machinery of Future.result (170 against 690 ns a call here). Errors, and outcomes
         # not settled yet, take Future's way.
         outcome = self._outcome
         if outcome.state == FINISHED and outcome.error is None:

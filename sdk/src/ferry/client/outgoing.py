@@ -103,7 +103,7 @@ def each_result(out: Outgoing, target: Target, reply: SendMessageReply) -> list[
         return [
             SendResult(status, out.msg_ids[0], f"{host}{reply.phys_offsets[0]:016X}", queue, offset)
         ]
-    if native.ENABLED:  # 450 -> ~70 ns a result
+    if native.ENABLED:  # 450 -> ~50 ns a result
         return native.send_results(
             SendResult, status, out.msg_ids, reply.phys_offsets, host, queue, offset
         )

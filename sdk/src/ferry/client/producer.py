@@ -269,9 +269,7 @@ class Producer(Lifecycle):
         inst = self._started()
         if sender.batching and not inst.tracing.enabled:
             topic = msg.topic
-            tail_len = self._tail_lens.get(topic)
-            if tail_len is None:
-                tail_len = self._tail_len(topic)
+            tail_len = self._tail_lens.get(topic) or self._tail_len(topic)
             if len(msg.body) > self.max_message_size:
                 raise MessageIllegalError(
                     f"message body is {len(msg.body)} bytes, over {self.max_message_size}"

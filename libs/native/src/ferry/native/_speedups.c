@@ -1025,9 +1025,9 @@ static PyObject *plain_one(PyObject *msg, PyObject *topic, Py_ssize_t base, Py_s
     Py_DECREF(v);
     if (!plain) return Py_NewRef(Py_None);
     if (!(v = attr_of(msg, A_DELAY_LEVEL))) return NULL;
-    plain = PyLong_Check(v) && PyLong_AsLong(v) == 0;
+    int overflow = 0;
+    plain = PyLong_Check(v) && PyLong_AsLongAndOverflow(v, &overflow) == 0 && !overflow;
     Py_DECREF(v);
-    if (PyErr_Occurred()) return NULL;
     if (!plain) return Py_NewRef(Py_None);
     if (!(v = attr_of(msg, A_DELIVER_AT_MS))) return NULL;
     plain = v == Py_None;
