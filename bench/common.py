@@ -25,7 +25,12 @@ class Figure:
 
     @property
     def spread(self) -> str:
-        return f"{min(self.runs):,.0f}-{max(self.runs):,.0f}"
+        return f"{shown(min(self.runs))}-{shown(max(self.runs))}"
+
+
+def shown(value: float) -> str:
+    """A figure as the tables print it: whole numbers, small ones (µs per message) to 0.1."""
+    return f"{value:,.1f}" if abs(value) < 100 else f"{value:,.0f}"
 
 
 def repeat(times: int, fn: Callable[[], float]) -> list[float]:
@@ -52,7 +57,7 @@ def report(title: str, figures: list[Figure]) -> None:
     )
     print(f"{'benchmark':<{width}}  {'median':>12}  {'spread (min-max)':>22}  unit")
     for f in figures:
-        print(f"{f.name:<{width}}  {f.median:>12,.0f}  {f.spread:>22}  {f.unit}")
+        print(f"{f.name:<{width}}  {shown(f.median):>12}  {f.spread:>22}  {f.unit}")
     RESULTS.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = RESULTS / f"{title.replace(' ', '_')}-{stamp}.json"
