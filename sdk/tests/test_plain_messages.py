@@ -3,6 +3,9 @@ plain_messages and the SendResults of a batch."""
 
 from __future__ import annotations
 
+import gc
+import sys
+
 import pytest
 
 from ferry import native
@@ -95,3 +98,27 @@ def test_send_results_in_c_are_the_python_ones(count: int) -> None:
     assert [r.queue_offset for r in made] == list(range(7, 7 + count))
     with pytest.raises(ValueError, match="one offset per id"):
         native.send_results(SendResult, SendStatus.SEND_OK, ids, phys[:-1], "AB", queue, 0)
+
+
+class _Text(str):
+    """A str subclass: its instances have a __dict__, so they could close a cycle."""
+
+
+@needs_c
+def test_snapshots_and_results_are_out_of_the_collectors_sight_and_still_freed() -> None:
+    body = b"payload" * 100
+    base = sys.getrefcount(body)
+    snaps = plain_messages([Message("T", body, tags="t", keys=["k"]) for _ in range(3)], "T", 1)
+    assert snaps is not None
+    assert not any(gc.is_tracked(s) for s in snaps)  # full collections no longer walk them
+    assert sys.getrefcount(body) == base + 3
+    del snaps  # reference counting alone frees them
+    assert sys.getrefcount(body) == base
+    odd = plain_message(Message("T", body, tags=_Text("t")), 1)
+    assert odd is not None and gc.is_tracked(odd)  # a str subclass keeps the collector
+    queue = MessageQueue("T", "broker-a", 0)
+    made = native.send_results(SendResult, SendStatus.SEND_OK, ["A", "B"], [1, 2], "AB", queue, 0)
+    assert not any(gc.is_tracked(r) for r in made)
+    held = sys.getrefcount(queue)
+    del made
+    assert sys.getrefcount(queue) == held - 2
