@@ -70,11 +70,15 @@ class Outcome:
         self.watched: list[SendFuture] = []  # futures with waiters or callbacks
 
     def result(self, index: int) -> SendResult | None:
-        if self._results is None:
-            if self._make is None:
+        results = self._results
+        if results is None:
+            make = self._make
+            if make is None:
                 return None
-            self._results = self._make()  # two first askers may both make them: same list
-        return self._results[index]
+            results = make()  # two first askers may both make them: equal lists
+            self._results = results
+            self._make = None  # what made them (the reply, the ids) is not needed again
+        return results[index]
 
 
 class SendFuture(Future[SendResult]):
@@ -412,7 +416,10 @@ class AsyncSender:
                 return
             for part in outs:
                 tracing.end(part.span, address=target.address, queue_id=target.queue.queue_id)
-            settle(outcome, lambda: each_result(out, target, reply), None)
+            # the results need the ids, not the encoded records: futures held by the caller
+            # must not keep ~1.2 KB of payload per message alive with them
+            sent = out._replace(payload=b"", span=None)
+            settle(outcome, lambda: each_result(sent, target, reply), None)
             self._batch_finished(topic, len(items))
 
         def fail(err: FerryError) -> None:
