@@ -1,7 +1,7 @@
 """CPU time and context switches per message in each broker process (no profiler attached).
 
     uv run --frozen --all-packages --group bench python bench/store_cpu.py [--messages 100000]
-        [--native-ab] [--compare DIR]
+        [--native-ab] [--compare DIR] [--idle SECONDS]
 
 Starts a local cluster (ASYNC_FLUSH unless --sync-flush) and, per round, produces with
 send_batch (128 x 4 threads) on a fresh topic, then waits until the index has applied the
@@ -155,7 +155,7 @@ class Variant:
         self.rows: Rows = {}
         self.threads: dict[str, list[dict[str, float]]] = {}
 
-    def round(self, r: int, messages: int) -> None:
+    def round(self, r: int, messages: int, idle_s: float = 0.0) -> None:
         native.ENABLED = self.sdk_native
         namesrv = self.cluster.namesrv_addr
         topic = f"CpuRound{r}"
@@ -167,6 +167,7 @@ class Variant:
             wait_indexed(self.store, self.index)
             return int(stored)
 
+        time.sleep(idle_s)  # wait-ok: memory freed before an idle spell goes back to the host
         rate, per, moved, threads = measure(self.pids, produce)
         self.rows.setdefault("produce+index", []).append((rate, per))
         self.threads.setdefault("produce+index", []).append(threads)
@@ -175,6 +176,7 @@ class Variant:
             client_throughput.consume(namesrv, topic, f"cg-{topic}", moved)
             return moved
 
+        time.sleep(idle_s)  # wait-ok: as above
         rate, per, _, threads = measure(self.pids, consume)
         self.rows.setdefault("consume", []).append((rate, per))
         self.threads.setdefault("consume", []).append(threads)
@@ -244,6 +246,14 @@ def main() -> None:
         help="also run a cluster (and the SDK's loops) with FERRY_NATIVE=0: the C loops' "
         "Python references, rounds alternating",
     )
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="idle before each phase, as between bursts: on a VM whose balloon reports free "
+        "pages, memory a process freed comes back cold (bench/page_cache.py)",
+    )
     args = parser.parse_args()
     overrides = {"flushDiskType": "SYNC_FLUSH"} if args.sync_flush else {}
     variants: list[Variant] = []
@@ -257,7 +267,7 @@ def main() -> None:
             variants.append(Variant("current", data, overrides, dict(os.environ)))
             for r in range(args.rounds):
                 for v in variants if r % 2 == 0 else reversed(variants):
-                    v.round(r, args.messages)
+                    v.round(r, args.messages, args.idle)
                 print(f"round {r} done", flush=True)
             reads = {v.name: v.index_reads() for v in variants}
         finally:

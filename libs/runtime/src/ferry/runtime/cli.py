@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ferry.protocol.errors import ConfigError
+from ferry.runtime.allocator import keep_freed_memory
 from ferry.runtime.config import C, load_config, parse_overrides
 from ferry.runtime.logs import setup_logging
 from ferry.runtime.telemetry import setup_telemetry, shutdown_telemetry
@@ -47,8 +48,9 @@ def run_service(
     explain: Callable[[C, Exception], str] | None = None,
 ) -> None:
     """The main() of a service: arguments, logging, config (exit 2 on a bad one), telemetry,
-    then run(config); an `expected` error (a locked directory, a port in use) exits 1 with one
-    line, explained by `explain` or by the error's own message."""
+    the allocator's thresholds (runtime.allocator), then run(config); an `expected` error
+    (a locked directory, a port in use) exits 1 with one line, explained by `explain` or by
+    the error's own message."""
     args = parse_service_args(prog, argv)
     setup_logging(service_name, args.log_level)
     try:
@@ -57,6 +59,7 @@ def run_service(
         print(f"{prog}: {exc.message}", file=sys.stderr)
         sys.exit(2)
     setup_telemetry(prog, config)
+    keep_freed_memory()
     try:
         run(config)
     except expected as exc:

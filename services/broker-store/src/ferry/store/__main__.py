@@ -6,6 +6,7 @@ import sys
 from collections.abc import Sequence
 
 from ferry.protocol.errors import ConfigError
+from ferry.runtime.allocator import keep_freed_memory
 from ferry.runtime.cli import parse_service_args
 from ferry.runtime.config import BrokerConfig, load_config, parse_overrides
 from ferry.runtime.logs import setup_logging
@@ -27,6 +28,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"{PROG}: {exc.message}", file=sys.stderr)
         sys.exit(2)
     setup_telemetry(PROG, config)
+    keep_freed_memory()
     try:
         run(config)
     except StoreLockedError as exc:

@@ -9,6 +9,7 @@ import zmq
 
 from ferry.namesrv.app import NamesrvApp
 from ferry.protocol.errors import ConfigError
+from ferry.runtime.allocator import keep_freed_memory
 from ferry.runtime.cli import parse_service_args
 from ferry.runtime.config import NamesrvConfig, load_config, parse_overrides
 from ferry.runtime.logs import setup_logging
@@ -26,6 +27,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"{PROG}: {exc.message}", file=sys.stderr)
         raise SystemExit(2) from None
     setup_telemetry(PROG, config)
+    keep_freed_memory()
     try:
         app = NamesrvApp(config)
     except zmq.ZMQError as exc:
