@@ -4,10 +4,11 @@
     uv run --group bench python bench/compare_peers.py [--quick] [--runs 3] [--only produce,consume]
 
 Starts every system on loopback (Ferry twice: ASYNC_FLUSH and SYNC_FLUSH), then for each
-workload runs rounds in which every system is measured back to back, so that a Ferry/peer ratio
-comes from one round under one load; the tables give medians, spreads and the median per-round
-ratio against each target of the issue. A peer that does not start is reported as such. Every
-process started here is stopped on the way out, Ctrl-C included. Results: bench/results/peers-*.
+workload runs rounds in which every system is measured back to back (each round starting at
+another system), so that a Ferry/peer ratio comes from one round under one load; the tables
+give medians, spreads and the median per-round ratio against each target of the issue. A peer
+that does not start is reported as such. Every process started here is stopped on the way
+out, Ctrl-C included. Results: bench/results/peers-*.
 """
 
 from __future__ import annotations
@@ -108,8 +109,12 @@ def run_workload(
 ) -> None:
     table = next(t for t in report.TABLES if t.key == key)
     cells: dict[str, Cell] = results.setdefault(key, {})
+    labels = [label for label, _ in table.rows]
     for rnd in range(args.runs):
-        for label, _ in table.rows:
+        # each round starts at another system, so that none always runs first after the
+        # pause (or last, after everyone else has churned the machine's memory)
+        start = rnd * len(labels) // max(args.runs, 1)
+        for label in labels[start:] + labels[:start]:
             cell = cells.setdefault(label, Cell())
             if cell.error is not None:
                 continue  # failed before: not again in later rounds
