@@ -294,8 +294,16 @@ class AsyncSender:
             future = acc.add(item, size)
             window = self._window()
             if acc.in_flight >= window:  # the usual case under load: nothing can leave
-                return future
-            batches = acc.ready(time.monotonic(), window, self._closing)
+                filled = acc.waiting is None  # this message sealed a batch that must wait
+                batches = []
+            else:
+                filled = False
+                batches = acc.ready(time.monotonic(), window, self._closing)
+        if filled:
+            # The caller outpaces the window: let the I/O thread, which needs the GIL to
+            # complete requests and send the next batch, have it now rather than at the end
+            # of the caller's switch interval (+4-15 % for 100k send_async calls here).
+            time.sleep(0)
         for batch in batches:
             self._send_batch(topic, batch, may_block=True)
         return future
