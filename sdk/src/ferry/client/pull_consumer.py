@@ -255,6 +255,11 @@ class PullConsumer(GroupConsumer):
             except ValueError as err:  # RecordError: bytes we cannot read; skipped, logged
                 log.error("%s: undecodable records skipped: %s", batch.state.queue, err)
         inst.tracing.record_receive(self.group, msgs, start_ns, self.message_model.value)
+        if batches:
+            # The I/O thread reads replies and sends the next pulls only with the GIL; a
+            # caller polling in a tight loop would otherwise keep it for whole switch
+            # intervals while those pulls wait.
+            time.sleep(0)
         return msgs
 
     def commit(self) -> None:
