@@ -3,7 +3,7 @@
 Every request moves frames of 100 KiB to a few MiB (send batches, pulls, log reads). glibc
 serves those from mmap, or trims them off the heap once freed, so the next frame of the same
 size faults its pages in again. On this project's VMs a page touched afresh costs 2-9 µs
-(bench/page_cache.py): remoting took 0.15-0.2 page faults per message that way. Services set
+(bench/page_cache.py): remoting took 0.1-0.2 page faults per message that way. Services set
 glibc's thresholds once at start; the SDK never changes its host's allocator.
 """
 
