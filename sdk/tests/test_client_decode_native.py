@@ -5,7 +5,9 @@ byte)."""
 
 from __future__ import annotations
 
+import gc
 import random
+import sys
 import zlib
 
 import pytest
@@ -111,6 +113,25 @@ def test_c_decoder_alone_takes_plain_records_to_the_end() -> None:
     assert stopped == len(plain)
     assert len(out) > 40
     assert fields(out) == fields([decode_message(r, "b") for r in record.iter_records(plain)])
+
+
+def test_c_decoded_messages_stay_out_of_the_collector_and_go_by_refcount() -> None:
+    rng = random.Random(3)
+    body = b"held by the test" * 4
+    raw = bytearray(stored(0, rng))
+    plain = record.encode_record(b"Orders", body, record.encode_properties({"KEYS": "k1 k2"}))
+    out: list[MessageExt] = []
+    message_mod.decode_records(plain * 50, "b", None, out)
+    assert len(out) == 50 and out[0].keys == ["k1", "k2"]
+    # young collections no longer walk them (nor their key lists): bench/gc_cost.py
+    assert not any(gc.is_tracked(m) or gc.is_tracked(m.keys) for m in out)
+    keys = out[0].keys
+    base = sys.getrefcount(keys)
+    out.clear()  # reference counting alone frees them and what they hold
+    assert sys.getrefcount(keys) == base - 1
+    by_py: list[MessageExt] = []
+    decode_records_py(bytes(raw), "b", None, by_py)
+    assert by_py and gc.is_tracked(by_py[0])  # the Python reference path leaves them be
 
 
 @pytest.mark.parametrize("cut", [1, 10, 90])

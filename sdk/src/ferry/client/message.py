@@ -145,7 +145,12 @@ class Message:
 
 class MessageExt(Message):
     """A message as stored: what a consumer receives. `properties` holds every property,
-    the reserved ones (TAGS, KEYS, UNIQ_KEY, traceparent, ...) included, as RocketMQ does."""
+    the reserved ones (TAGS, KEYS, UNIQ_KEY, traceparent, ...) included, as RocketMQ does.
+
+    Received messages are plain data, and the C decoder keeps them (and their key lists)
+    out of the cyclic collector: reference counting frees them. Keep `properties` str to str
+    and `keys` a list of str; a message stored inside its own properties would never be
+    freed."""
 
     __slots__ = (
         "born_host",
