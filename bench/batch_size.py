@@ -23,7 +23,7 @@ from ferry.runtime.launcher import start_local_cluster
 S = TypeVar("S", bound=tuple[int, int])
 SHAPES = ((128, 4), (512, 4), (1000, 4), (1000, 1), (250, 4))
 # (messages per pull, pull_threshold_for_queue): the consumer's buffer bounds what is in flight
-PULLS = ((256, 1000), (256, 4000), (1000, 4000), (32, 1000))
+PULLS = ((256, 1000), (512, 2000), (256, 4000), (1000, 4000), (32, 1000))
 # send_async's auto-batch limits (batch_max_count, batch_max_bytes)
 AUTO_BATCHES = ((128, 256 * 1024), (256, 512 * 1024), (512, 1024 * 1024))
 

@@ -5,7 +5,7 @@
 
 Starts a local cluster (ASYNC_FLUSH). Per round: `--messages` single-message send_async calls
 from one thread until every Future has its result (the peers table's workload), then a
-PullConsumer reading 2 x `--messages` from the first offset (pulls of 256). gc.callbacks time
+PullConsumer reading 2 x `--messages` from the first offset (pulls of 512). gc.callbacks time
 every collection of this process, by generation, and count the objects the collector tracks
 when a full collection starts; /proc gives the process's minor page faults (a page touched
 afresh costs 2-9 µs on this VM, bench/page_cache.py). The collector is left as CPython sets

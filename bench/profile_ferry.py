@@ -8,7 +8,7 @@ Starts a local cluster (launcher, ASYNC_FLUSH) and runs each phase twice on a fr
    from /proc. Gives each process's CPU µs per message and its top functions by own time.
 2. counted: cProfile on each process's main thread (the services' loop; see
    peers/cprofile_hook) and on the SDK's calling thread. Gives calls per message.
-Phases: produce (send_batch 128 x 4 threads), consume (PullConsumer, pulls of 256),
+Phases: produce (send_batch 128 x 4 threads), consume (PullConsumer, pulls of 512),
 send_async (single messages, SDK auto-batching), sync (send(), one in flight).
 Report: printed and written to bench/results/profile-<time>.txt.
 """

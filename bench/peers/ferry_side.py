@@ -46,7 +46,7 @@ class FerrySide:
         return rate
 
     def consume(self, topic: str, count: int) -> float:
-        """PullConsumer.poll (pulls of 256) from the first offset; the offsets are committed
+        """PullConsumer.poll (pulls of 512) from the first offset; the offsets are committed
         when the consumer shuts down, inside the timed part."""
         expected = self.stored.get(topic, count)
         return client_throughput.consume(self.namesrv, topic, f"cg-{topic}", expected)

@@ -89,7 +89,7 @@ TABLES = (
     ),
     Table(
         "consume",
-        "Consume with committed offsets / acks, 1 KB (Ferry: PullConsumer, pulls of 256, "
+        "Consume with committed offsets / acks, 1 KB (Ferry: PullConsumer, pulls of 512, "
         "commit at the end; Redis: XREADGROUP COUNT 1000 + pipelined XACK; NATS: fetch 500 + "
         "ack each; RabbitMQ: prefetch 256, ack each)",
         "msg/s",

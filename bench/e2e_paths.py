@@ -1,0 +1,129 @@
+"""End-to-end latency, path by path: which part of send -> listener costs what.
+
+    uv run --frozen --all-packages --group bench python bench/e2e_paths.py [--rate 2000]
+        [--seconds 5] [--runs 3]
+
+One local cluster (ASYNC_FLUSH), 1 KB bodies stamped with perf_counter_ns at the send call,
+at a steady rate; p50 and p99 in µs of each path, median over rounds (min-max):
+- sync send alone (the send's round trip, SDK -> remoting -> store -> back);
+- sync send -> PullConsumer.poll in a thread (adds the held pull's way back);
+- send_async -> PullConsumer (adds the SDK's hand-off to its I/O thread and auto-batching);
+- send_async -> PushConsumer listener (adds the push consumer's consume threads): the
+  peers table's "end to end" row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+
+import push_consumer
+from common import percentile
+
+from ferry.client import Admin, Message, Producer, PullConsumer
+from ferry.runtime.launcher import start_local_cluster
+
+BODY = b"x" * 1024
+STAMP = struct.Struct(">q")
+QUEUES = 4
+
+
+def paced(rate: int, seconds: float, send: Callable[[bytes], None]) -> int:
+    total = int(rate * seconds)
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    for i in range(total):
+        ahead = start + i * interval - time.perf_counter()
+        if ahead > 0:
+            time.sleep(ahead)  # wait-ok: pacing the load
+        send(STAMP.pack(time.perf_counter_ns()) + BODY[8:])
+    return total
+
+
+def sync_alone(namesrv: str, topic: str, rate: int, seconds: float) -> list[float]:
+    took: list[float] = []
+    with Producer("bench-e2e-sync", namesrv) as producer:
+
+        def send(body: bytes) -> None:
+            producer.send(Message(topic, body))
+            took.append((time.perf_counter_ns() - STAMP.unpack_from(body)[0]) / 1000)
+
+        paced(rate, seconds, send)
+    return took
+
+
+def to_pull(namesrv: str, topic: str, rate: int, seconds: float, use_async: bool) -> list[float]:
+    samples: list[float] = []
+    stop = threading.Event()
+    consumer = PullConsumer(f"cg-{topic}", namesrv)
+    consumer.subscribe(topic)
+
+    def read() -> None:
+        while not stop.is_set():
+            msgs = consumer.poll(0.2)
+            now = time.perf_counter_ns()
+            samples.extend((now - STAMP.unpack_from(m.body)[0]) / 1000 for m in msgs)
+
+    with consumer, Producer("bench-e2e-pull", namesrv) as producer:
+        while not consumer.assignment():
+            consumer.poll(0.05)
+        reader = threading.Thread(target=read)
+        reader.start()
+        if use_async:
+            total = paced(rate, seconds, lambda b: producer.send_async(Message(topic, b)))
+        else:
+            total = paced(rate, seconds, lambda b: producer.send(Message(topic, b)))
+        deadline = time.monotonic() + 30
+        while len(samples) < total and time.monotonic() < deadline:
+            time.sleep(0.05)  # wait-ok: the last deliveries
+        stop.set()
+        reader.join()
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rate", type=int, default=2000)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    paths: dict[str, Callable[[str, str], list[float]]] = {
+        "sync send alone": lambda ns, t: sync_alone(ns, t, args.rate, args.seconds),
+        "sync send -> PullConsumer": lambda ns, t: to_pull(ns, t, args.rate, args.seconds, False),
+        "send_async -> PullConsumer": lambda ns, t: to_pull(ns, t, args.rate, args.seconds, True),
+        "send_async -> PushConsumer": lambda ns, t: push_consumer.latency(
+            ns, t, f"cg-{t}", args.rate, args.seconds
+        ),
+    }
+    figures: dict[str, list[tuple[float, float]]] = {name: [] for name in paths}
+    with tempfile.TemporaryDirectory() as data:
+        cluster = start_local_cluster(data)
+        try:
+            ns = cluster.namesrv_addr
+            for run in range(args.runs):
+                for i, (name, fn) in enumerate(paths.items()):
+                    topic = f"E2E{run}x{i}"
+                    with Admin(ns) as admin:
+                        admin.create_topic(topic, QUEUES, QUEUES)
+                    samples = fn(ns, topic)
+                    figures[name].append((percentile(samples, 0.5), percentile(samples, 0.99)))
+                print(f"round {run + 1} done", flush=True)
+        finally:
+            cluster.stop()
+    print(f"\n{args.rate} msg/s for {args.seconds} s, 1 KB, {args.runs} rounds; µs")
+    print(f"{'path':<30} {'p50 median (min-max)':>24} {'p99 median (min-max)':>26}")
+    for name, rows in figures.items():
+        p50 = sorted(r[0] for r in rows)
+        p99 = sorted(r[1] for r in rows)
+        print(
+            f"{name:<30} {p50[len(p50) // 2]:>8,.0f} ({p50[0]:,.0f}-{p50[-1]:,.0f})"
+            f"{p99[len(p99) // 2]:>12,.0f} ({p99[0]:,.0f}-{p99[-1]:,.0f})"
+        )
+
+
+if __name__ == "__main__":
+    main()
