@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -63,3 +64,27 @@ def report(title: str, figures: list[Figure]) -> None:
     out = RESULTS / f"{title.replace(' ', '_')}-{stamp}.json"
     out.write_text(json.dumps([asdict(f) | {"median": f.median} for f in figures], indent=2))
     print(f"(saved {out})")
+
+
+HALT_POLL = Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
+
+
+@contextlib.contextmanager
+def halt_poll(ns: int | None) -> Iterator[str]:
+    """The guest's haltpoll cpuidle polling set to `ns` for the block (None: left alone), the
+    old value put back after; yields the value in force ("n/a" where the machine has none).
+    How long an idle vCPU polls before it halts decides what waking a thread costs on a VM."""
+    if not HALT_POLL.exists():
+        if ns is not None:
+            raise SystemExit(f"--halt-poll-ns: {HALT_POLL} does not exist here")
+        yield "n/a"
+        return
+    old = HALT_POLL.read_text().strip()
+    if ns is None:
+        yield old
+        return
+    HALT_POLL.write_text(str(ns))
+    try:
+        yield HALT_POLL.read_text().strip()
+    finally:
+        HALT_POLL.write_text(old)

@@ -1,7 +1,7 @@
 """End-to-end latency, path by path: which part of send -> listener costs what.
 
     uv run --frozen --all-packages --group bench python bench/e2e_paths.py [--rate 2000]
-        [--seconds 5] [--runs 3]
+        [--seconds 5] [--runs 3] [--only send_async]
 
 One local cluster (ASYNC_FLUSH), 1 KB bodies stamped with perf_counter_ns at the send call,
 at a steady rate; p50 and p99 in µs of each path, median over rounds (min-max):
@@ -90,6 +90,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", default="", help="paths whose name holds this text")
     args = parser.parse_args()
     paths: dict[str, Callable[[str, str], list[float]]] = {
         "sync send alone": lambda ns, t: sync_alone(ns, t, args.rate, args.seconds),
@@ -99,6 +100,7 @@ def main() -> None:
             ns, t, f"cg-{t}", args.rate, args.seconds
         ),
     }
+    paths = {name: fn for name, fn in paths.items() if args.only in name}
     figures: dict[str, list[tuple[float, float]]] = {name: [] for name in paths}
     with tempfile.TemporaryDirectory() as data:
         cluster = start_local_cluster(data)

@@ -29,6 +29,8 @@ SCRIPTS = (
     "batch_size.py",
     "transport.py",
     "wakeups.py",  # Redis rows need the `bench` group and redis-server (make bench-peers)
+    "e2e_paths.py",
+    "handoffs.py",
 )
 
 args = [a for a in sys.argv[1:] if a != "--peers"]
