@@ -219,6 +219,24 @@ def test_the_index_reads_the_records_from_the_store_files_and_the_feed_carries_n
     assert status.entries == 60 * 3
 
 
+def test_notices_of_back_to_back_puts_are_read_from_the_files_as_one_range(group: Group) -> None:
+    """Puts made while the index cannot run queue their notices: the next drain reads the
+    adjacent ranges as one, instead of one read (and one commit) per put."""
+    assert group.index is not None
+    group.put("T", [["warm"]])
+    before = group.wait_caught_up().log_file_reads
+    os.kill(group.index.pid, signal.SIGSTOP)
+    try:
+        offsets = [group.put("T", [["k", f"c{i}"]])[0] for i in range(100)]
+    finally:
+        os.kill(group.index.pid, signal.SIGCONT)
+    status = group.wait_caught_up()
+    assert [group.query("T", f"c{i}") for i in range(100)] == [[o] for o in offsets]
+    assert status.entries == 1 * 2 + 100 * 3  # each once
+    assert status.log_file_misses == 0
+    assert 1 <= status.log_file_reads - before <= 3, status.log_file_reads - before
+
+
 def test_an_index_that_cannot_read_the_store_files_takes_the_records_from_the_feed(
     tmp_path: Path,
 ) -> None:
