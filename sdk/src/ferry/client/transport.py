@@ -72,8 +72,10 @@ POLLIN = int(zmq.POLLIN)
 POLLOUT = int(zmq.POLLOUT)
 NOBLOCK = int(zmq.NOBLOCK)
 EVENTS = int(zmq.EVENTS)
-# Frames above this are handed to ZeroMQ without a copy; below, copying is cheaper.
-ZERO_COPY_MIN = 64 * 1024
+# Frames from this size on are handed to ZeroMQ without a copy. Each such frame, once sent,
+# wakes pyzmq's garbage-collector thread, which takes the GIL: copying a batch (up to
+# send_async's 512 KiB) costs less than that, as in the services (ferry.runtime.service).
+ZERO_COPY_MIN = 512 * 1024 + 1
 BLOCKED_POLL_MS = 100
 # Extra wait of a blocking caller past the request's own deadline: only matters if the I/O
 # thread died, which must still not hang anyone.
