@@ -6,9 +6,10 @@ end-to-end latency, counted (docs/benchmarks.md, "Wake-ups, counted").
         [--rate 2000] [--seconds 5] [--runs 3] [--halt-poll-ns N] [--one-cpu]
 
 Paths (bench/e2e_paths.py): `sync` (send() alone), `sync-pull` (send() -> PullConsumer),
-`async-pull` (send_async -> PullConsumer). `--halt-poll-ns` sets the guest's haltpoll
-cpuidle polling (/sys/module/haltpoll/parameters/guest_halt_poll_ns, root only) for the run
-and puts the old value back; `--one-cpu` runs everything, this process included, on CPU 0.
+`async-pull` (send_async -> PullConsumer), `async-push` (send_async -> PushConsumer: the
+peers table's end-to-end row). `--halt-poll-ns` sets the guest's haltpoll cpuidle polling
+(/sys/module/haltpoll/parameters/guest_halt_poll_ns, root only) for the run and puts the old
+value back; `--one-cpu` runs everything, this process included, on CPU 0.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 import e2e_paths
+import push_consumer
 from common import halt_poll, percentile
 
 from ferry.client import Admin
@@ -79,6 +81,8 @@ def one_round(args: argparse.Namespace, run: int) -> tuple[Usage, float]:
         before = usage(names) | sdk_usage()
         if args.path == "sync":
             samples = e2e_paths.sync_alone(ns, topic, args.rate, args.seconds)
+        elif args.path == "async-push":
+            samples = push_consumer.latency(ns, topic, f"cg-{topic}", args.rate, args.seconds)
         else:
             samples = e2e_paths.to_pull(
                 ns, topic, args.rate, args.seconds, args.path == "async-pull"
@@ -96,7 +100,9 @@ def one_round(args: argparse.Namespace, run: int) -> tuple[Usage, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--path", choices=("sync", "sync-pull", "async-pull"), default="sync")
+    parser.add_argument(
+        "--path", choices=("sync", "sync-pull", "async-pull", "async-push"), default="sync"
+    )
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--runs", type=int, default=3)
