@@ -82,6 +82,9 @@ class RequestCode(IntEnum):
     TRANSACTION_STATE = 10041
     # Ferry-only: the scheduler's own requests.
     SCHEDULER_STATUS = 10030
+    # a master's scheduler progress, read by remoting for its slaves; a slave's adopts it
+    SCHEDULER_PROGRESS = 10031
+    SCHEDULER_ADOPT_PROGRESS = 10032
     # Ferry-only: remoting asks its store to drop a deleted topic's queues / take live config.
     STORE_DELETE_TOPIC = 10060
     STORE_UPDATE_CONFIG = 10061

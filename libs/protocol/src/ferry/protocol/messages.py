@@ -661,6 +661,38 @@ class SchedulerStatusReply(Reply, frozen=True, tag="scheduler_status_reply"):
     extra: dict[str, str] = {}
 
 
+class SchedulerProgress(msgspec.Struct, frozen=True, kw_only=True):
+    """A scheduler's last saved progress (RocketMQ's delayOffset.json and timer checkpoint):
+    the next queue offset of each delay level, the timer queue offset taken in and the timer
+    read time, and `scan_from`, a CommitLog offset at or below every delivery the snapshot
+    does not cover (the restart check that keeps deliveries exactly once)."""
+
+    levels: dict[int, int] = {}
+    timer_queue_offset: int = 0
+    timer_read_ms: int = 0
+    scan_from: int = 0
+    saved_ms: int = 0  # wall time of the save: a newer snapshot replaces an older one
+
+
+class SchedulerProgressRequest(Request, frozen=True, tag="scheduler_progress"):
+    """Remoting asks its scheduler for its last saved progress (for a slave's sync)."""
+
+    code = RequestCode.SCHEDULER_PROGRESS
+
+
+class SchedulerProgressReply(Reply, frozen=True, tag="scheduler_progress_reply"):
+    progress: SchedulerProgress | None = None  # None: nothing saved yet
+
+
+class SchedulerAdoptProgressRequest(Request, frozen=True, tag="scheduler_adopt_progress"):
+    """A slave's remoting hands its (idle) scheduler the master's progress, so that the slave
+    restarted as master resumes where the master's scheduler was. Refused by a scheduler
+    that is not a slave's (NO_PERMISSION); answered with OkReply."""
+
+    code = RequestCode.SCHEDULER_ADOPT_PROGRESS
+    progress: SchedulerProgress
+
+
 # ---- consumer groups (producers and consumers) ---------------------------------------------
 
 
@@ -830,6 +862,7 @@ class SlaveSyncReply(Reply, frozen=True, tag="slave_sync_reply"):
     topics: list[TopicConfig] = []
     groups: list[SyncedGroup] = []
     offsets: list[SyncedOffset] = []
+    scheduler: SchedulerProgress | None = None  # None: the master's scheduler gave none
 
 
 # ---- administration (mqadmin) ---------------------------------------------------------------
@@ -1099,6 +1132,8 @@ AnyRequest: TypeAlias = (
     | ResetOffsetRequest
     | GetBrokerStatsRequest
     | SchedulerStatusRequest
+    | SchedulerProgressRequest
+    | SchedulerAdoptProgressRequest
     | EndTransactionRequest
     | TransactionChecksRequest
     | TransactionStateRequest
@@ -1150,6 +1185,7 @@ AnyReply: TypeAlias = (
     | ResetOffsetNotice
     | BrokerStatsReply
     | SchedulerStatusReply
+    | SchedulerProgressReply
     | CheckTransactionStateNotice
     | TransactionChecksReply
     | TransactionStateReply

@@ -199,6 +199,7 @@ class RemotingApp:
             service.connect_peer(config.scheduler_endpoint) if config.scheduler_endpoint else None
         )
         service.on(SchedulerStatusRequest, scheduler_link.status)
+        self.scheduler_link = scheduler_link
         admin = AdminProcessor(
             config,
             identity,
@@ -295,7 +296,7 @@ class RemotingApp:
         if config.broker_role == "SYNC_MASTER":
             ha = self.service.connect_peer(config.ha_endpoint or f"tcp://{self.ha_addr}")
             send.after_store = SlaveAckWait(ha, config.sync_flush_timeout).reply
-        sync = MasterSyncProcessor(self.topics, self.groups, self.offsets)
+        sync = MasterSyncProcessor(self.topics, self.groups, self.offsets, self.scheduler_link)
         self.service.on(SlaveSyncRequest, sync.handle)
         if config.broker_role == "SLAVE":
             self.slave_sync = SlaveSynchronizer(
@@ -305,6 +306,7 @@ class RemotingApp:
                 self.topics,
                 self.groups,
                 self.offsets,
+                self.scheduler_link,
                 master_endpoint=config.master_endpoint,
             )
 

@@ -1,8 +1,10 @@
-"""The broker's scheduler seen from remoting: its status request passed through, and its
-figures added to the broker runtime info under RocketMQ-style keys."""
+"""The broker's scheduler seen from remoting: its status request passed through, its
+figures added to the broker runtime info under RocketMQ-style keys, and its progress carried
+from a master's scheduler to its slaves' (slave_sync.py)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -10,10 +12,17 @@ from ferry.protocol.errors import ServiceNotAvailableError
 from ferry.protocol.messages import (
     AnyReply,
     ErrorReply,
+    OkReply,
+    SchedulerAdoptProgressRequest,
+    SchedulerProgress,
+    SchedulerProgressReply,
+    SchedulerProgressRequest,
     SchedulerStatusReply,
     SchedulerStatusRequest,
 )
 from ferry.runtime.service import Call, Peer
+
+log = logging.getLogger("ferry.remoting.scheduler_link")
 
 STATUS_TIMEOUT_S = 2.0  # brokerStatus stays quick while the scheduler restarts
 
@@ -64,3 +73,29 @@ class SchedulerLink:
             done()
 
         self._peer.request(SchedulerStatusRequest(), on_reply, timeout_s=STATUS_TIMEOUT_S)
+
+    def progress(self, done: Callable[[SchedulerProgress | None], None]) -> None:
+        """Calls done with the scheduler's last saved progress, or None (no scheduler, nothing
+        saved, no answer in time: a slave's sync then goes without it)."""
+        if self._peer is None:
+            done(None)
+            return
+
+        def on_reply(body: AnyReply, _frames: list[Any]) -> None:
+            done(body.progress if isinstance(body, SchedulerProgressReply) else None)
+
+        self._peer.request(SchedulerProgressRequest(), on_reply, timeout_s=STATUS_TIMEOUT_S)
+
+    def adopt(self, progress: SchedulerProgress) -> None:
+        """Hands a master's progress to this (slave's) scheduler."""
+        if self._peer is None:
+            return
+
+        def on_reply(body: AnyReply, _frames: list[Any]) -> None:
+            if not isinstance(body, OkReply):
+                message = body.message if isinstance(body, ErrorReply) else type(body).__name__
+                log.warning("the scheduler did not adopt the master's progress: %s", message)
+
+        self._peer.request(
+            SchedulerAdoptProgressRequest(progress=progress), on_reply, timeout_s=STATUS_TIMEOUT_S
+        )

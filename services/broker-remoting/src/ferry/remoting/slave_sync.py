@@ -7,12 +7,19 @@ its brokerName) through the name servers, so a master that is gone is simply not
 Consumers commit offsets to the slave while the master is gone (the SDK sends commits where
 it reads). Those commits are journaled and handed to the master with the next sync, which
 keeps the larger of its own offset and the slave's: commits made during an outage outlive it.
+
+The master's scheduler progress (delay level offsets, timer progress, its restart scan point)
+comes with each sync and goes to the slave's scheduler, which keeps it as its own: a slave
+restarted as master resumes the delay levels where the master's scheduler had saved them
+(RocketMQ syncs delayOffset.json the same way).
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+
+import msgspec
 
 from ferry.protocol.messages import (
     AnyReply,
@@ -25,6 +32,7 @@ from ferry.protocol.messages import (
     SyncedOffset,
 )
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
+from ferry.remoting.scheduler_link import SchedulerLink
 from ferry.remoting.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
 from ferry.runtime.service import Call, Peer, Service
@@ -46,9 +54,11 @@ class SlaveSynchronizer:
         topics: TopicTable,
         groups: SubscriptionGroupTable,
         offsets: ConsumerOffsetTable,
+        scheduler: SchedulerLink,
         master_endpoint: str = "",
     ) -> None:
         self._service = service
+        self._scheduler = scheduler
         # where the master's remoting is reached when its advertised address is not (containers)
         self._master_endpoint = master_endpoint
         self._broker_name = broker_name
@@ -134,24 +144,39 @@ class SlaveSynchronizer:
         for entry in body.offsets:
             if (entry.group, entry.topic, entry.queue_id) not in pending:
                 self._offsets.put_synced(entry.group, entry.topic, entry.queue_id, entry.offset)
+        if body.scheduler is not None:
+            self._scheduler.adopt(body.scheduler)
         self.syncs += 1
 
 
 class MasterSyncProcessor:
-    """The master's side: merges a slave's commits (forward only), answers its metadata."""
+    """The master's side: merges a slave's commits (forward only), answers its metadata and
+    its scheduler's progress."""
 
     def __init__(
-        self, topics: TopicTable, groups: SubscriptionGroupTable, offsets: ConsumerOffsetTable
+        self,
+        topics: TopicTable,
+        groups: SubscriptionGroupTable,
+        offsets: ConsumerOffsetTable,
+        scheduler: SchedulerLink,
     ) -> None:
         self._topics = topics
         self._groups = groups
         self._offsets = offsets
+        self._scheduler = scheduler
 
-    def handle(self, req: SlaveSyncRequest, _call: Call) -> SlaveSyncReply:
+    def handle(self, req: SlaveSyncRequest, call: Call) -> None:
         for entry in req.offsets:
             mine = self._offsets.get(entry.group, entry.topic, entry.queue_id)
             if mine is None or entry.offset > mine:
                 self._offsets.commit(entry.group, entry.topic, entry.queue_id, entry.offset)
+        # the metadata as it is now; the scheduler's progress when it answers (or without)
+        reply = self._metadata()
+        self._scheduler.progress(
+            lambda progress: call.reply(msgspec.structs.replace(reply, scheduler=progress))
+        )
+
+    def _metadata(self) -> SlaveSyncReply:
         return SlaveSyncReply(
             topics=self._topics.all(),
             groups=[

@@ -16,8 +16,14 @@ from typing import Any
 
 import msgspec
 
+from ferry.protocol.errors import NoPermissionError
 from ferry.protocol.messages import (
     AnyReply,
+    OkReply,
+    SchedulerAdoptProgressRequest,
+    SchedulerProgress,
+    SchedulerProgressReply,
+    SchedulerProgressRequest,
     SchedulerStatusReply,
     SchedulerStatusRequest,
     StoreStatusReply,
@@ -92,7 +98,13 @@ class SchedulerApp:
             SchedulerMetrics(self)
         self._started = False
         self._closed = False
+        # a slave's scheduler delivers nothing and saves nothing of its own: its progress is
+        # the master's, adopted through remoting's slave sync
+        self._slave = config.broker_role == "SLAVE"
+        self.adopted = 0
         self.service.on(SchedulerStatusRequest, self._status)
+        self.service.on(SchedulerProgressRequest, self._progress)
+        self.service.on(SchedulerAdoptProgressRequest, self._adopt)
         self.service.every(config.scheduler_flush_interval_ms / 1000, self._save)
         self.service.on_stop(self.close)
 
@@ -124,7 +136,7 @@ class SchedulerApp:
         def on_status(body: AnyReply, _frames: list[Any]) -> None:
             if isinstance(body, StoreStatusReply):
                 self._on_scanned(set(), body.max_offset)
-                self._save(force=True)
+                self._save(force=True)  # a slave's stays unsaved until it adopts one
             else:
                 log.warning("the store did not give its log bounds (%s); asking again", body)
                 self.service.later(STORE_RETRY_S, self._first_start)
@@ -135,7 +147,7 @@ class SchedulerApp:
         self.deliverer.done_before = delivered
         self.deliverer.see(log_end)
         self._started = True
-        if self.config.broker_role == "SLAVE":
+        if self._slave:
             # a slave's store takes only what replication brings: nothing is delivered here
             # (the master's scheduler does it), as RocketMQ runs its schedule service on masters
             log.info("broker role SLAVE: delay levels, timers and checks stay idle")
@@ -162,7 +174,7 @@ class SchedulerApp:
         )
 
     def _save(self, *, force: bool = False) -> None:
-        if not self._started:
+        if not self._started or self._slave:
             return
         snapshot = self.snapshot()
         unchanged = msgspec.structs.replace(snapshot, saved_ms=self.progress.saved_ms)
@@ -173,12 +185,56 @@ class SchedulerApp:
         self.progress = snapshot
         self.timers.saved(snapshot.timer_read_ms)
 
+    # ---- progress across master and slave ----
+
+    def _progress(self, _req: SchedulerProgressRequest, _call: Call) -> SchedulerProgressReply:
+        p = self.progress
+        if not p.saved_ms:
+            return SchedulerProgressReply()  # nothing saved yet
+        return SchedulerProgressReply(
+            progress=SchedulerProgress(
+                levels=dict(p.levels),
+                timer_queue_offset=p.timer_queue_offset,
+                timer_read_ms=p.timer_read_ms,
+                scan_from=p.scan_from,
+                saved_ms=p.saved_ms,
+            )
+        )
+
+    def _adopt(self, req: SchedulerAdoptProgressRequest, _call: Call) -> OkReply:
+        """A slave's scheduler takes the master's snapshot as its own (when newer): the slave
+        restarted as master resumes the delay levels there, and its start-up scan of the
+        same log from `scan_from` skips what the master delivered after the snapshot."""
+        if not self._slave:
+            raise NoPermissionError("only a slave's scheduler adopts its master's progress")
+        theirs = req.progress
+        if theirs.saved_ms <= self.progress.saved_ms:
+            return OkReply()  # this one or a newer one is on disk already
+        adopted = Progress(
+            levels=dict(theirs.levels),
+            timer_queue_offset=theirs.timer_queue_offset,
+            timer_read_ms=theirs.timer_read_ms,
+            scan_from=theirs.scan_from,
+            saved_ms=theirs.saved_ms,
+        )
+        save_progress(self.root, adopted)
+        self.progress = adopted
+        self.adopted += 1
+        return OkReply()
+
     # ---- requests ----
 
     def _status(self, _req: SchedulerStatusRequest, _call: Call) -> SchedulerStatusReply:
         extra: dict[str, str] = {}
         for component in self.components:
             extra.update(component.status())
+        if self._slave:  # what a restart as master would resume from
+            extra["slaveProgressAdopted"] = str(self.adopted)
+            extra["slaveProgressSavedMs"] = str(self.progress.saved_ms)
+            extra.update(
+                (f"slaveScheduleOffset_{level}", str(offset))
+                for level, offset in sorted(self.progress.levels.items())
+            )
         return SchedulerStatusReply(
             levels=self.delays.level_status(),
             timer_queue_offset=self.timers.queue_offset,
