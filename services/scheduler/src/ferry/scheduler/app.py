@@ -122,7 +122,8 @@ class SchedulerApp:
         if self.fresh:
             self._first_start()
         else:
-            until = self.progress.saved_ms + SCAN_GRACE_MS if self.progress.saved_ms else 0
+            saved = self.progress.saved_ms
+            until = saved + SCAN_GRACE_MS if saved and not self.progress.adopted else 0
             scan = StartupScan(
                 self.service, self.store, HOLDING_TOPICS, self._on_scanned, until_ms=until
             )
@@ -149,8 +150,10 @@ class SchedulerApp:
         self._started = True
         if self._slave:
             # a slave's store takes only what replication brings: nothing is delivered here
-            # (the master's scheduler does it), as RocketMQ runs its schedule service on masters
-            log.info("broker role SLAVE: delay levels, timers and checks stay idle")
+            # (the master's scheduler does it), as RocketMQ runs its schedule service on
+            # masters; the timers are taken in, to be delivered if it is restarted as master
+            log.info("broker role SLAVE: nothing is delivered here; timers are taken in")
+            self.timers.follow(self.progress.timer_read_ms)
             return
         for component in self.components:
             component.start()
@@ -210,15 +213,22 @@ class SchedulerApp:
         theirs = req.progress
         if theirs.saved_ms <= self.progress.saved_ms:
             return OkReply()  # this one or a newer one is on disk already
+        timers = self.timers
+        timers.adopt_read_ms(theirs.timer_read_ms)
         adopted = Progress(
             levels=dict(theirs.levels),
-            timer_queue_offset=theirs.timer_queue_offset,
-            timer_read_ms=theirs.timer_read_ms,
+            # the timers' intake is this scheduler's own (its bucket files), the read time the
+            # master's: buckets before it were delivered there
+            timer_queue_offset=timers.queue_offset,
+            timer_read_ms=timers.read_ms,
             scan_from=theirs.scan_from,
             saved_ms=theirs.saved_ms,
+            adopted=True,
         )
+        timers.sync()  # the bucket files hold what the snapshot says was taken in
         save_progress(self.root, adopted)
         self.progress = adopted
+        timers.saved(adopted.timer_read_ms)
         self.adopted += 1
         return OkReply()
 
@@ -231,6 +241,7 @@ class SchedulerApp:
         if self._slave:  # what a restart as master would resume from
             extra["slaveProgressAdopted"] = str(self.adopted)
             extra["slaveProgressSavedMs"] = str(self.progress.saved_ms)
+            extra["slaveTimerReadMs"] = str(self.timers.read_ms)
             extra.update(
                 (f"slaveScheduleOffset_{level}", str(offset))
                 for level, offset in sorted(self.progress.levels.items())

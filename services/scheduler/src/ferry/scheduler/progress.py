@@ -23,6 +23,9 @@ class Progress(msgspec.Struct, kw_only=True):
     timer_pending: int = 0  # for the status only (a crash may leave it a little off)
     scan_from: int = 0
     saved_ms: int = 0  # wall time of the save: the start-up scan stops a while after it
+    # a master's snapshot kept by its slave: a restart from it scans the whole log after
+    # scan_from (the master went on delivering for up to a sync interval after saving it)
+    adopted: bool = False
 
 
 def load_progress(root: Path) -> Progress:

@@ -6,6 +6,11 @@ appends each to the bucket file of its delivery time (timer_buckets.py). Buckets
 has come (one bucket ahead of now) are read into a heap ordered by delivery time, and each
 message is delivered at its own ms, so precision does not depend on the bucket width.
 
+A slave's scheduler only follows (`follow`): it takes the timer queue of its replicated log
+into bucket files of its own and delivers nothing, and its `read_ms` is its master's, adopted
+with each slave sync; a message whose bucket is before it was delivered by the master and is
+not kept. Restarted as master, it delivers from those buckets.
+
 Progress: the timer queue offset taken in, and `read_ms`: every bucket before it is
 delivered (its file is deleted once that is saved). `read_ms` never passes the store time of
 the next message not yet taken in: a message goes to the bucket of max(due time, store time),
@@ -74,11 +79,25 @@ class Timers(QueuePoll):
         self._heap: list[tuple[int, int, int, bytes]] = []  # (due, origin, bucket, record)
         self._in_flight = 0
         self._wake_up = WakeUp(service, self._pump)
+        self.following = False
 
     def start(self) -> None:
         self.stopped = False
         self._service.every(ADVANCE_S, self._advance)
         self._fetch()
+
+    def follow(self, read_ms: int) -> None:
+        """A slave's: takes the timer queue in, delivers nothing; read_ms is the master's
+        (0 before the first sync: everything is kept until then)."""
+        self.following = True
+        self.read_ms = read_ms
+        self.stopped = False
+        self._fetch()
+
+    def adopt_read_ms(self, read_ms: int) -> None:
+        """The master delivered every bucket before read_ms (a slave's; its files go with the
+        next saved())."""
+        self.read_ms = max(self.read_ms, read_ms)
 
     # ---- taking messages in ----
 
@@ -102,7 +121,8 @@ class Timers(QueuePoll):
                 pos += rec.total_size
                 if rec.queue_offset >= self.queue_offset:
                     bucket, entry = self._entry_of(rec, raw)
-                    taken.setdefault(bucket, []).append(entry)
+                    if bucket >= 0:
+                        taken.setdefault(bucket, []).append(entry)
                     last_store_ms = rec.store_timestamp
             try:
                 for bucket, entries in taken.items():
@@ -136,11 +156,16 @@ class Timers(QueuePoll):
         text = rec.properties.get(record.PROPERTY_TIMER_DELIVER_MS, "")
         due = int(text) if text.lstrip("-").isdigit() else rec.store_timestamp
         bucket = self.buckets.bucket_of(max(due, rec.store_timestamp))
-        return max(bucket, self.read_ms), TimerEntry(due, rec.phys_offset, raw)
+        entry = TimerEntry(due, rec.phys_offset, raw)
+        if self.following and bucket < self.read_ms:
+            return -1, entry  # the master's bucket, delivered by it: not kept
+        return max(bucket, self.read_ms), entry
 
     def _take_in(self, bucket: int, entries: list[TimerEntry]) -> None:
         self.buckets.append(bucket, *entries)
         self.pending += len(entries)
+        if self.following:
+            return  # delivered by the master, or by this one once restarted as master
         if bucket in self._loaded:
             for entry in entries:
                 self._push(bucket, entry)
