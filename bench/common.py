@@ -50,6 +50,20 @@ def timed(fn: Callable[[], int]) -> float:
     return moved / (time.perf_counter() - started)
 
 
+def paced(rate: int, seconds: float, send: Callable[[], None]) -> int:
+    """Calls send() `rate` times a second for `seconds` (on schedule: a late call is not
+    made up by a burst of sleeps); returns how many calls it made."""
+    total = int(rate * seconds)
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    for i in range(total):
+        ahead = start + i * interval - time.perf_counter()
+        if ahead > 0:
+            time.sleep(ahead)  # wait-ok: pacing the load (sleeping lets other threads run)
+        send()
+    return total
+
+
 def report(title: str, figures: list[Figure]) -> None:
     width = max(len(f.name) for f in figures)
     print(

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 import push_consumer
-from common import percentile
+from common import paced, percentile
 
 from ferry.client import Admin, Message, Producer, PullConsumer
 from ferry.runtime.launcher import start_local_cluster
@@ -32,23 +32,16 @@ STAMP = struct.Struct(">q")
 QUEUES = 4
 
 
-def paced(rate: int, seconds: float, send: Callable[[bytes], None]) -> int:
-    total = int(rate * seconds)
-    interval = 1.0 / rate
-    start = time.perf_counter()
-    for i in range(total):
-        ahead = start + i * interval - time.perf_counter()
-        if ahead > 0:
-            time.sleep(ahead)  # wait-ok: pacing the load
-        send(STAMP.pack(time.perf_counter_ns()) + BODY[8:])
-    return total
+def stamped_body() -> bytes:
+    return STAMP.pack(time.perf_counter_ns()) + BODY[8:]
 
 
 def sync_alone(namesrv: str, topic: str, rate: int, seconds: float) -> list[float]:
     took: list[float] = []
     with Producer("bench-e2e-sync", namesrv) as producer:
 
-        def send(body: bytes) -> None:
+        def send() -> None:
+            body = stamped_body()
             producer.send(Message(topic, body))
             took.append((time.perf_counter_ns() - STAMP.unpack_from(body)[0]) / 1000)
 
@@ -73,10 +66,8 @@ def to_pull(namesrv: str, topic: str, rate: int, seconds: float, use_async: bool
             consumer.poll(0.05)
         reader = threading.Thread(target=read)
         reader.start()
-        if use_async:
-            total = paced(rate, seconds, lambda b: producer.send_async(Message(topic, b)))
-        else:
-            total = paced(rate, seconds, lambda b: producer.send(Message(topic, b)))
+        send = producer.send_async if use_async else producer.send
+        total = paced(rate, seconds, lambda: send(Message(topic, stamped_body())))
         deadline = time.monotonic() + 30
         while len(samples) < total and time.monotonic() < deadline:
             time.sleep(0.05)  # wait-ok: the last deliveries

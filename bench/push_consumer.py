@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 
-from common import Figure, percentile, report
+from common import Figure, paced, percentile, report
 
 from ferry.client import (
     Admin,
@@ -81,14 +81,13 @@ def latency(namesrv: str, topic: str, group: str, rate: int, seconds: float) -> 
             admin.consumer_offset(group, q) is not None for q in queues
         ):
             time.sleep(0.05)  # wait-ok: the consumer's start offsets, before timing anything
-        total = int(rate * seconds)
-        interval = 1.0 / rate
-        start = time.perf_counter()
-        for i in range(total):
-            ahead = start + i * interval - time.perf_counter()
-            if ahead > 0:
-                time.sleep(ahead)  # wait-ok: pacing the load (sleeping lets other threads run)
-            producer.send_async(Message(topic, STAMP.pack(time.perf_counter_ns()) + BODY[8:]))
+        total = paced(
+            rate,
+            seconds,
+            lambda: producer.send_async(
+                Message(topic, STAMP.pack(time.perf_counter_ns()) + BODY[8:])
+            ),
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             with lock:

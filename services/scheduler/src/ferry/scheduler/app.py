@@ -194,14 +194,9 @@ class SchedulerApp:
         p = self.progress
         if not p.saved_ms:
             return SchedulerProgressReply()  # nothing saved yet
+        fields = SchedulerProgress.__struct_fields__  # the wire's subset of the snapshot
         return SchedulerProgressReply(
-            progress=SchedulerProgress(
-                levels=dict(p.levels),
-                timer_queue_offset=p.timer_queue_offset,
-                timer_read_ms=p.timer_read_ms,
-                scan_from=p.scan_from,
-                saved_ms=p.saved_ms,
-            )
+            progress=SchedulerProgress(**{name: getattr(p, name) for name in fields})
         )
 
     def _adopt(self, req: SchedulerAdoptProgressRequest, _call: Call) -> OkReply:
