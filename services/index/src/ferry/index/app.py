@@ -164,11 +164,11 @@ class IndexApp:
             except msgspec.DecodeError as exc:
                 log.warning("undecodable dispatch notice ignored: %s", exc)
                 continue
-            if records is None and merged is not None:
-                if merged.next_offset == notice.from_offset:
+            if merged is not None:
+                if records is None and merged.next_offset == notice.from_offset:
                     merged = DispatchNotice(merged.from_offset, notice.next_offset)
                     continue
-                self._apply(merged, None)
+                self._apply(merged, None)  # in order: what was merged goes first
                 merged = None
             if records is None:
                 merged = notice
