@@ -121,6 +121,8 @@ class SchedulerApp:
         )
         if self.fresh:
             self._first_start()
+        elif self._slave:  # it delivers nothing: no delivery to look for in the log
+            self._on_scanned(set(), self.progress.scan_from)
         else:
             saved = self.progress.saved_ms
             until = saved + SCAN_GRACE_MS if saved and not self.progress.adopted else 0
