@@ -65,9 +65,12 @@ def sdk_usage() -> Usage:
     return {("sdk", "(all threads)"): (ticks, ru.ru_nvcsw, ru.ru_nivcsw)}
 
 
-def one_round(args: argparse.Namespace, run: int) -> tuple[Usage, float]:
-    """Per-message usage of each thread over one paced run (x100, as ints), and the path's
-    p50 in µs."""
+# (process, thread name) -> (CPU µs, voluntary switches, involuntary switches) per message
+PerMessage = dict[tuple[str, str], tuple[float, float, float]]
+
+
+def one_round(args: argparse.Namespace, run: int) -> tuple[PerMessage, float]:
+    """Per-message usage of each thread over one paced run, and the path's p50 in µs."""
     with tempfile.TemporaryDirectory() as data, start_local_cluster(data) as cluster:
         ns = cluster.namesrv_addr
         names = {sp.pid: sp.name for sp in cluster.processes}
@@ -89,13 +92,15 @@ def one_round(args: argparse.Namespace, run: int) -> tuple[Usage, float]:
             )
         after = usage(names) | sdk_usage()
     sent = int(args.rate * args.seconds)
-    per_msg: Usage = {}
+    per_msg: PerMessage = {}
     for key, (cpu, vol, invol) in after.items():
         b_cpu, b_vol, b_invol = before.get(key, (0, 0, 0))
-        per_msg[key] = (cpu - b_cpu, vol - b_vol, invol - b_invol)
-    scaled = {k: (int(c * TICK_US / sent * 100), v * 100 // sent, i * 100 // sent)
-              for k, (c, v, i) in per_msg.items()}  # fmt: skip
-    return scaled, percentile(samples, 0.5)
+        per_msg[key] = (
+            (cpu - b_cpu) * TICK_US / sent,
+            (vol - b_vol) / sent,
+            (invol - b_invol) / sent,
+        )
+    return per_msg, percentile(samples, 0.5)
 
 
 def main() -> None:
@@ -109,7 +114,7 @@ def main() -> None:
     parser.add_argument("--halt-poll-ns", type=int, default=None)
     parser.add_argument("--one-cpu", action="store_true")
     args = parser.parse_args()
-    rounds: list[Usage] = []
+    rounds: list[PerMessage] = []
     p50s: list[float] = []
     with halt_poll(args.halt_poll_ns) as polling:
         for run in range(args.runs):
@@ -126,8 +131,8 @@ def main() -> None:
     print(f"{'process':<16} {'thread':<16} {'CPU µs':>8} {'voluntary':>10} {'involuntary':>12}")
     totals = [0.0, 0.0, 0.0]
     for key in keys:
-        cols = [statistics.median(r.get(key, (0, 0, 0))[i] for r in rounds) / 100 for i in range(3)]
-        if not any(cols):
+        cols = [statistics.median(r.get(key, (0.0, 0.0, 0.0))[i] for r in rounds) for i in range(3)]
+        if all(round(c, 2) == 0 for c in cols):  # idle threads
             continue
         totals = [t + c for t, c in zip(totals, cols, strict=True)]
         print(f"{key[0]:<16} {key[1]:<16} {cols[0]:>8.1f} {cols[1]:>10.2f} {cols[2]:>12.2f}")
