@@ -87,3 +87,13 @@ def test_key_hash_matches_hashlib_blake2b(topic_len: int, key_len: int) -> None:
     for unique, space in ((False, b"K"), (True, b"U")):
         expected = hashlib.blake2b(space + topic + b"#" + key, digest_size=8).digest()
         assert native.key_hash(topic, key, unique) == int.from_bytes(expected, "little")
+
+
+def test_unfilled_is_a_writable_bytearray_of_the_size_asked() -> None:
+    buf = native.unfilled(5000)
+    assert type(buf) is bytearray and len(buf) == 5000
+    buf[:] = b"x" * 5000
+    assert bytes(buf) == b"x" * 5000
+    assert native.unfilled(0) == bytearray()
+    with pytest.raises(ValueError, match="negative"):
+        native.unfilled(-1)

@@ -3,7 +3,9 @@ to Python what it must decide (malformed records, non-ASCII keys)."""
 
 from __future__ import annotations
 
+import gc
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,20 @@ def test_c_key_scan_matches_python(seed: int) -> None:
     assert got is not None
     assert got == keys.indexed_records_py(data)
     assert any(len(h) > 1 for _, _, h in got)  # business keys and unique keys both hashed
+
+
+def test_c_scanned_records_stay_out_of_the_collector_and_go_by_refcount() -> None:
+    data = log_of(300, 7)
+    got = native.indexed_records(data)
+    assert got is not None and len(got) > 100
+    # ints in a tuple and a list: the collector's young passes need not walk them (they were
+    # ~14 % of the index's CPU under batched produce, docs/benchmarks.md)
+    assert not any(gc.is_tracked(rec) or gc.is_tracked(rec[2]) for rec in got)
+    hashes = got[0][2]
+    base = sys.getrefcount(hashes)
+    got.clear()  # reference counting alone frees them
+    assert sys.getrefcount(hashes) == base - 1
+    assert gc.is_tracked(keys.indexed_records_py(data)[0])  # the reference leaves them be
 
 
 def test_key_hashes_are_the_documented_ones() -> None:

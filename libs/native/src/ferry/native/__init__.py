@@ -24,6 +24,7 @@ try:
         scan_batch,
         send_results,
         stamp,
+        unfilled,
     )
 except ImportError:  # pragma: no cover - only where the extension could not be built
     BUILT = False
@@ -48,6 +49,7 @@ __all__ = [
     "scan_batch",
     "send_results",
     "stamp",
+    "unfilled",
 ]
 
 

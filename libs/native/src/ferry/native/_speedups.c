@@ -474,8 +474,23 @@ static PyObject *py_indexed_records(PyObject *self, PyObject *args) {
                 goto fail;
         }
         if (PyList_GET_SIZE(hashes) > 0) {
-            PyObject *item = Py_BuildValue("(LLO)", (long long)phys, (long long)store_ms, hashes);
+            PyObject *item = PyTuple_New(3);
             if (!item) goto fail;
+            PyObject *a = PyLong_FromLongLong((long long)phys);
+            PyObject *b = a ? PyLong_FromLongLong((long long)store_ms) : NULL;
+            if (!b) {
+                Py_XDECREF(a);
+                Py_DECREF(item);
+                goto fail;
+            }
+            PyTuple_SET_ITEM(item, 0, a);
+            PyTuple_SET_ITEM(item, 1, b);
+            /* ints only, in a tuple of ints and that list: no cycle can pass through them, so
+             * the collector need not walk them (reference counting frees them) */
+            PyObject_GC_UnTrack(hashes);
+            PyTuple_SET_ITEM(item, 2, hashes);
+            hashes = NULL; /* the tuple holds it */
+            PyObject_GC_UnTrack(item);
             int rc = PyList_Append(out, item);
             Py_DECREF(item);
             if (rc < 0) goto fail;
@@ -1295,6 +1310,18 @@ static PyObject *py_key_hash(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLongLong(h);
 }
 
+/* A bytearray of n bytes left as malloc gave them: for a caller that fills every byte
+ * before anything reads it (a log read), the zeroing of bytearray(n) is wasted work. */
+static PyObject *py_unfilled(PyObject *self, PyObject *args) {
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "n", &n)) return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "unfilled: negative size");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, n);
+}
+
 static PyMethodDef methods[] = {
     {"scan_batch", py_scan_batch, METH_VARARGS,
      "scan_batch(buf, count, topic, max_body, max_record, tags_fallback) -> "
@@ -1324,6 +1351,8 @@ static PyMethodDef methods[] = {
      "queue_runs(entries, count, total, max_msgs, max_bytes, log_end) -> "
      "(runs, count, total, entries used, state)"},
     {"crc32", py_crc32, METH_VARARGS, "crc32(data) -> zlib.crc32(data)"},
+    {"unfilled", py_unfilled, METH_VARARGS,
+     "unfilled(n) -> a bytearray of n bytes, not zeroed (the caller fills every byte)"},
     {"key_hash", py_key_hash, METH_VARARGS,
      "key_hash(topic, key, unique) -> the index hash of one key"},
     {NULL, NULL, 0, NULL}};

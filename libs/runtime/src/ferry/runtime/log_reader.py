@@ -17,6 +17,7 @@ import os
 import time
 from pathlib import Path
 
+from ferry import native
 from ferry.protocol import record
 
 log = logging.getLogger("ferry.runtime.log_reader")
@@ -47,7 +48,8 @@ class LogReader:
     def read(self, runs: list[tuple[int, int]], blank_ok: bool = False) -> bytearray | None:
         """The bytes of every [start, stop) range, joined; None when they cannot be trusted.
         blank_ok: a range may start with a segment's blank tail (the feed's ranges may)."""
-        out = bytearray(sum(stop - start for start, stop in runs))
+        size = sum(stop - start for start, stop in runs)
+        out = native.unfilled(size) if native.ENABLED else bytearray(size)  # all read over
         view = memoryview(out)
         at = 0
         try:
