@@ -3,12 +3,13 @@ end-to-end latency (docs/benchmarks.md, "Latency: the cost of a wake-up").
 
 Measured in one run, one request in flight, 1 KB:
 - Redis PING and XADD (redis-py, one connection: two thread wake-ups per round trip);
+- NATS JetStream publish (nats-py, a file-stored stream, one replica), as the peers table;
 - a bare pyzmq DEALER -> ROUTER echo in Python (a child process, no work at all), blocking,
   and with the client spinning on a non-blocking receive instead of sleeping in it;
 - Ferry: a Ping to the broker-store, a Ping to broker-remoting, and a sync send (SDK ->
   remoting -> store -> back), against a local cluster (ASYNC_FLUSH).
-Redis needs `make bench-peers` (redis-server and the `bench` group); without it its rows say
-so.
+Redis and NATS need `make bench-peers` (their servers and the `bench` group); without it
+their rows say so.
 
     uv run --frozen --all-packages --group bench python bench/wakeups.py [--samples 3000] [--runs 3]
         [--halt-poll-ns N]
@@ -134,6 +135,25 @@ def redis_rows(samples: int) -> dict[str, tuple[float, float]]:
             servers.stop_all()
 
 
+def nats_rows(samples: int) -> dict[str, tuple[float, float]]:
+    try:
+        from peers.nats_side import NatsSide
+        from peers.servers import PeerStartError, Servers, start_nats
+    except ImportError as err:
+        raise RuntimeError("nats-py is not installed (make bench-peers)") from err
+    with tempfile.TemporaryDirectory() as root:
+        servers = Servers(Path(root))
+        try:
+            server = start_nats(servers)
+        except (PeerStartError, OSError) as err:
+            raise RuntimeError(str(err)) from err
+        try:
+            p50, p99, _ = NatsSide(server.port).sync_latency("wake", samples)
+            return {"NATS JetStream publish 1 KB (file, R1)": (p50, p99)}
+        finally:
+            servers.stop_all()
+
+
 def ferry_rows(samples: int, env: dict[str, str] | None = None) -> dict[str, tuple[float, float]]:
     with tempfile.TemporaryDirectory() as root:
         cluster = start_local_cluster(root, env=env)
@@ -197,6 +217,10 @@ def measure(
             rows |= redis_rows(args.samples)
         except RuntimeError as err:
             missing["Redis"] = str(err).splitlines()[0]
+        try:
+            rows |= nats_rows(args.samples)
+        except RuntimeError as err:
+            missing["NATS"] = str(err).splitlines()[0]
         rows["pyzmq echo, blocking receive"] = echo(args.samples, spin=False)
         rows["pyzmq echo, client spinning"] = echo(args.samples, spin=True)
         rows |= ferry_rows(args.samples)
