@@ -18,12 +18,14 @@ their rows say so.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import zmq
 from common import halt_poll, percentile
@@ -111,47 +113,49 @@ def ping(endpoint: str, samples: int) -> tuple[float, float]:
         ctx.term()
 
 
-def redis_rows(samples: int) -> dict[str, tuple[float, float]]:
-    try:
-        import redis  # the `bench` group
-        from peers.servers import PeerStartError, Servers, start_redis
-    except ImportError as err:
-        raise RuntimeError("redis-py is not installed (make bench-peers)") from err
+@contextlib.contextmanager
+def peer(start: Callable[[Any], Any]) -> Iterator[Any]:
+    """A peer broker started by the harness in a temp dir and stopped on the way out;
+    RuntimeError when it cannot start."""
+    from peers.servers import PeerStartError, Servers
+
     with tempfile.TemporaryDirectory() as root:
         servers = Servers(Path(root))
         try:
-            server = start_redis(servers)
-        except PeerStartError as err:
-            raise RuntimeError(str(err)) from err
-        try:
-            client = redis.Redis(port=server.port)
-            return {
-                "Redis PING": timings(lambda: bool(client.ping()), samples),
-                "Redis XADD 1 KB (AOF everysec)": timings(
-                    lambda: bool(client.xadd("wake", {"b": BODY})), samples
-                ),
-            }
+            try:
+                server = start(servers)
+            except (PeerStartError, OSError) as err:
+                raise RuntimeError(str(err)) from err
+            yield server
         finally:
             servers.stop_all()
+
+
+def redis_rows(samples: int) -> dict[str, tuple[float, float]]:
+    try:
+        import redis  # the `bench` group
+        from peers.servers import start_redis
+    except ImportError as err:
+        raise RuntimeError("redis-py is not installed (make bench-peers)") from err
+    with peer(start_redis) as server:
+        client = redis.Redis(port=server.port)
+        return {
+            "Redis PING": timings(lambda: bool(client.ping()), samples),
+            "Redis XADD 1 KB (AOF everysec)": timings(
+                lambda: bool(client.xadd("wake", {"b": BODY})), samples
+            ),
+        }
 
 
 def nats_rows(samples: int) -> dict[str, tuple[float, float]]:
     try:
         from peers.nats_side import NatsSide
-        from peers.servers import PeerStartError, Servers, start_nats
+        from peers.servers import start_nats
     except ImportError as err:
         raise RuntimeError("nats-py is not installed (make bench-peers)") from err
-    with tempfile.TemporaryDirectory() as root:
-        servers = Servers(Path(root))
-        try:
-            server = start_nats(servers)
-        except (PeerStartError, OSError) as err:
-            raise RuntimeError(str(err)) from err
-        try:
-            p50, p99, _ = NatsSide(server.port).sync_latency("wake", samples)
-            return {"NATS JetStream publish 1 KB (file, R1)": (p50, p99)}
-        finally:
-            servers.stop_all()
+    with peer(start_nats) as server:
+        p50, p99, _ = NatsSide(server.port).sync_latency("wake", samples)
+        return {"NATS JetStream publish 1 KB (file, R1)": (p50, p99)}
 
 
 def ferry_rows(samples: int, env: dict[str, str] | None = None) -> dict[str, tuple[float, float]]:
