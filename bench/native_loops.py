@@ -89,6 +89,10 @@ def one_run() -> dict[str, float]:
             lambda: native.send_results(SendResult, SendStatus.SEND_OK, ids, phys, "AB", queue, 0),
             lambda: outgoing.each_result_py(ids, phys, SendStatus.SEND_OK, "AB", queue, 0),
         ),
+        "SDK send_batch offset ids, joined": (
+            lambda: native.joined_offset_ids("7F00000100002A9F", phys),
+            lambda: ",".join([f"7F00000100002A9F{p:016X}" for p in phys]),
+        ),
     }
     out: dict[str, float] = {}
     for name, (c_fn, py_fn) in loops.items():

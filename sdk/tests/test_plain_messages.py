@@ -1,5 +1,5 @@
 """The SDK's per-message helpers in C against their Python references: plain_message,
-plain_messages and the SendResults of a batch."""
+plain_messages, the SendResults of a batch and send_batch's joined offset ids."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from ferry.client.message import (
     plain_message_py,
     plain_messages,
 )
-from ferry.client.outgoing import each_result_py
+from ferry.client.outgoing import each_result_py, offset_ids
 from ferry.protocol.errors import InvalidParameterError
+from ferry.protocol.messages import SendMessageReply
 
 needs_c = pytest.mark.skipif(not native.ENABLED, reason="the C extension is not built here")
 
@@ -98,6 +99,22 @@ def test_send_results_in_c_are_the_python_ones(count: int) -> None:
     assert [r.queue_offset for r in made] == list(range(7, 7 + count))
     with pytest.raises(ValueError, match="one offset per id"):
         native.send_results(SendResult, SendStatus.SEND_OK, ids, phys[:-1], "AB", queue, 0)
+
+
+@needs_c
+@pytest.mark.parametrize("count", [0, 1, 2, 256])
+def test_joined_offset_ids_in_c_are_the_python_ones(count: int) -> None:
+    phys = [i * 1_100 + (1 << 40) for i in range(count)] + ([(1 << 63) - 1] if count else [])
+    reply = SendMessageReply(0, 0, 0, "127.0.0.1:10911", phys)
+    prefix = "7F00000100002A9F"
+    assert native.joined_offset_ids(prefix, phys) == ",".join(f"{prefix}{p:016X}" for p in phys)
+    host = offset_ids(reply)[0][:16] if phys else prefix
+    assert native.joined_offset_ids(host, phys) == ",".join(offset_ids(reply))
+    # what the Python format would spell otherwise is left to it
+    assert native.joined_offset_ids(prefix, [*phys, -1]) is None
+    assert native.joined_offset_ids(prefix, [*phys, 1 << 64]) is None
+    with pytest.raises(ValueError, match="not ASCII"):
+        native.joined_offset_ids("hôte", phys)
 
 
 class _Text(str):

@@ -84,10 +84,15 @@ def reply_queue(out: Outgoing, target: Target, reply: SendMessageReply) -> Messa
 def joined_result(out: Outgoing, target: Target, reply: SendMessageReply) -> SendResult:
     """One result for the request: ids of a batch joined by commas, as RocketMQ."""
     status = checked(reply, out.n_msgs)
+    joined = None
+    if native.ENABLED and len(reply.phys_offsets) > 1:  # a format per message, in Python
+        joined = native.joined_offset_ids(host_hex(reply.store_host), reply.phys_offsets)
+    if joined is None:
+        joined = ",".join(offset_ids(reply))
     return SendResult(
         status,
         ",".join(out.msg_ids),
-        ",".join(offset_ids(reply)),
+        joined,
         reply_queue(out, target, reply),
         reply.queue_offset,
     )

@@ -1310,6 +1310,44 @@ static PyObject *py_key_hash(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLongLong(h);
 }
 
+/* send_batch's offset message id: every record's (host prefix + 16 hex digits of its
+ * CommitLog offset), joined by commas, in one string (a format per record in Python); None
+ * for an offset that is not a non-negative 64-bit int. */
+static PyObject *py_joined_offset_ids(PyObject *self, PyObject *args) {
+    static const char HEX[] = "0123456789ABCDEF";
+    PyObject *prefix, *offsets;
+    if (!PyArg_ParseTuple(args, "UO!", &prefix, &PyList_Type, &offsets)) return NULL;
+    if (!PyUnicode_IS_ASCII(prefix)) {
+        PyErr_SetString(PyExc_ValueError, "joined_offset_ids: the host prefix is not ASCII");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(offsets), plen = PyUnicode_GET_LENGTH(prefix);
+    if (n == 0) return PyUnicode_New(0, 127);
+    PyObject *s = PyUnicode_New(n * (plen + 17) - 1, 127);
+    if (!s) return NULL;
+    Py_UCS1 *o = PyUnicode_1BYTE_DATA(s);
+    const Py_UCS1 *p = PyUnicode_1BYTE_DATA(prefix);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(offsets, i);
+        long long signed_v = PyLong_Check(item) ? PyLong_AsLongLong(item) : -1;
+        if (signed_v < 0) { /* not an int, past 63 bits or negative: the Python code decides */
+            PyErr_Clear();
+            Py_DECREF(s);
+            Py_RETURN_NONE;
+        }
+        uint64_t v = (uint64_t)signed_v;
+        if (i > 0) *o++ = ',';
+        memcpy(o, p, (size_t)plen);
+        o += plen;
+        for (int k = 15; k >= 0; k--) {
+            o[k] = (Py_UCS1)HEX[v & 0xF];
+            v >>= 4;
+        }
+        o += 16;
+    }
+    return s;
+}
+
 /* A bytearray of n bytes left as malloc gave them: for a caller that fills every byte
  * before anything reads it (a log read), the zeroing of bytearray(n) is wasted work. */
 static PyObject *py_unfilled(PyObject *self, PyObject *args) {
@@ -1351,6 +1389,8 @@ static PyMethodDef methods[] = {
      "queue_runs(entries, count, total, max_msgs, max_bytes, log_end) -> "
      "(runs, count, total, entries used, state)"},
     {"crc32", py_crc32, METH_VARARGS, "crc32(data) -> zlib.crc32(data)"},
+    {"joined_offset_ids", py_joined_offset_ids, METH_VARARGS,
+     "joined_offset_ids(host_prefix, phys_offsets) -> the offset ids joined by commas, or None"},
     {"unfilled", py_unfilled, METH_VARARGS,
      "unfilled(n) -> a bytearray of n bytes, not zeroed (the caller fills every byte)"},
     {"key_hash", py_key_hash, METH_VARARGS,
