@@ -30,6 +30,7 @@ from ferry.runtime.launcher import start_local_cluster
 
 BODY = b"x" * 1024
 STAMP = struct.Struct(">q")
+STALL_US = 50_000  # a delivery this late is reported with its queue and time
 
 
 def drain_rate(namesrv: str, topic: str, group: str, count: int) -> float:
@@ -63,12 +64,18 @@ def drain_rate(namesrv: str, topic: str, group: str, count: int) -> float:
 def latency(namesrv: str, topic: str, group: str, rate: int, seconds: float) -> list[float]:
     """Microseconds from send_async() to the listener, at a steady rate."""
     samples: list[float] = []
+    late: list[tuple[int, int, float]] = []  # (queue id, sent ns, µs) of deliveries past STALL_US
     lock = threading.Lock()
 
     def listener(msgs: list[MessageExt]) -> ConsumeResult:
         now = time.perf_counter_ns()
         with lock:
-            samples.extend((now - STAMP.unpack_from(m.body)[0]) / 1000 for m in msgs)
+            for m in msgs:
+                sent = STAMP.unpack_from(m.body)[0]
+                took = (now - sent) / 1000
+                samples.append(took)
+                if took > STALL_US:
+                    late.append((m.queue.queue_id, sent, took))
         return ConsumeResult.SUCCESS
 
     consumer = PushConsumer(group, namesrv)
@@ -81,6 +88,7 @@ def latency(namesrv: str, topic: str, group: str, rate: int, seconds: float) -> 
             admin.consumer_offset(group, q) is not None for q in queues
         ):
             time.sleep(0.05)  # wait-ok: the consumer's start offsets, before timing anything
+        began = time.perf_counter_ns()
         total = paced(
             rate,
             seconds,
@@ -95,7 +103,26 @@ def latency(namesrv: str, topic: str, group: str, rate: int, seconds: float) -> 
                     break
             time.sleep(0.05)  # wait-ok: the last deliveries
     with lock:
+        if late:
+            report_stalls(late, began)
         return list(samples)
+
+
+def report_stalls(late: list[tuple[int, int, float]], began_ns: int) -> None:
+    """Prints where deliveries past STALL_US were (which queues, when, how late): the
+    clue to a tail that one round has and the next has not."""
+    by_queue: dict[int, list[tuple[int, float]]] = {}
+    for queue_id, sent, took in late:
+        by_queue.setdefault(queue_id, []).append((sent, took))
+    for queue_id, rows in sorted(by_queue.items()):
+        sents = [(sent - began_ns) / 1e9 for sent, _ in rows]
+        worst = max(took for _, took in rows) / 1000
+        print(
+            f"   e2e stall: queue {queue_id}: {len(rows)} deliveries over "
+            f"{STALL_US / 1000:.0f} ms (worst {worst:.0f} ms), sent {min(sents):.2f}-"
+            f"{max(sents):.2f} s into the run",
+            flush=True,
+        )
 
 
 def main() -> None:
