@@ -50,17 +50,24 @@ def timed(fn: Callable[[], int]) -> float:
     return moved / (time.perf_counter() - started)
 
 
-def paced(rate: int, seconds: float, send: Callable[[], None]) -> int:
-    """Calls send() `rate` times a second for `seconds` (on schedule: a late call is not
-    made up by a burst of sleeps); returns how many calls it made."""
-    total = int(rate * seconds)
+def schedule(rate: int, seconds: float) -> Iterator[float]:
+    """For each of `rate` x `seconds` calls on a steady schedule, the seconds to wait before
+    it (0 when late: a late call is not made up by a burst of sleeps). Sync and asyncio
+    senders pace themselves with it alike."""
     interval = 1.0 / rate
     start = time.perf_counter()
-    for i in range(total):
-        ahead = start + i * interval - time.perf_counter()
+    for i in range(int(rate * seconds)):
+        yield max(0.0, start + i * interval - time.perf_counter())
+
+
+def paced(rate: int, seconds: float, send: Callable[[], None]) -> int:
+    """Calls send() `rate` times a second for `seconds`; returns how many calls it made."""
+    total = 0
+    for ahead in schedule(rate, seconds):
         if ahead > 0:
             time.sleep(ahead)  # wait-ok: pacing the load (sleeping lets other threads run)
         send()
+        total += 1
     return total
 
 

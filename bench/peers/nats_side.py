@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import nats
+from common import schedule
 from nats.js.api import StorageType
 
 from peers.workload import BODY, PIPELINE, STAMP, Latency, percentiles, stamped
@@ -94,14 +95,13 @@ class NatsSide:
                 await msg.ack()
 
             sub = await js.subscribe(stream, durable="e2e", cb=on_msg, manual_ack=True)
-            total = int(rate * seconds)
-            interval = 1.0 / rate
+            total = 0
             start = time.perf_counter()
-            for i in range(total):
-                ahead = start + i * interval - time.perf_counter()
+            for ahead in schedule(rate, seconds):
                 if ahead > 0:
                     await asyncio.sleep(ahead)
                 await js.publish(stream, stamped())
+                total += 1
             sent_rate = total / (time.perf_counter() - start)
             deadline = time.monotonic() + 30
             while len(samples) < total and time.monotonic() < deadline:
