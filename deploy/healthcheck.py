@@ -18,33 +18,15 @@ import urllib.request
 
 import zmq
 
-from ferry.protocol.framing import FrameError, RequestCodec, RequestEnvelope, split_routing
 from ferry.protocol.messages import (
-    AnyRequest,
     BrokerRuntimeInfoReply,
     GetBrokerRuntimeInfoRequest,
     PingRequest,
     PongReply,
 )
+from ferry.protocol.rpc import ask
 
 TIMEOUT_MS = 8000  # remoting waits up to 5 s for its store before answering
-
-
-def ask(endpoint: str, body: AnyRequest) -> object:
-    codec = RequestCodec()
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    try:
-        sock.connect(endpoint)
-        sock.send_multipart(codec.request_frames(RequestEnvelope(1, body)))
-        if not sock.poll(TIMEOUT_MS, zmq.POLLIN):
-            return None
-        _routing, frames = split_routing(sock.recv_multipart())
-        return codec.decode_reply(frames)[0].body
-    finally:
-        sock.close()
-        ctx.term()
 
 
 def check_http(url: str) -> str:
@@ -60,14 +42,14 @@ def check(service: str, endpoint: str) -> str:
     if service == "console":
         return check_http(endpoint)
     if service == "broker-remoting":
-        reply = ask(endpoint, GetBrokerRuntimeInfoRequest())
+        reply = ask(endpoint, GetBrokerRuntimeInfoRequest(), TIMEOUT_MS)
         if not isinstance(reply, BrokerRuntimeInfoReply):
             return f"no runtime info from {endpoint}: {reply!r}"
         if "commitLogMaxOffset" not in reply.info:
             status = reply.info.get("storeStatus", "")
             return f"broker-remoting answers but its store does not: {status}"
         return ""
-    reply = ask(endpoint, PingRequest())
+    reply = ask(endpoint, PingRequest(), TIMEOUT_MS)
     if not isinstance(reply, PongReply):
         return f"no pong from {endpoint}: {reply!r}"
     if reply.service != service:
@@ -81,7 +63,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         problem = check(argv[0], argv[1])
-    except (zmq.ZMQError, FrameError, ValueError) as exc:
+    except (zmq.ZMQError, ValueError) as exc:
         problem = f"{type(exc).__name__}: {exc}"
     if problem:
         print(problem)

@@ -52,9 +52,9 @@ from ferry.protocol.errors import (
     RequestTimeoutError,
     error_for,
 )
+from ferry.protocol.frames import recv_frames, recv_ready, send_frames
 from ferry.protocol.framing import FrameError, RequestCodec, RequestEnvelope
 from ferry.protocol.messages import AnyReply, AnyRequest, ErrorReply, Reply
-from ferry.runtime.frames import recv_frames, recv_ready, send_frames
 
 log = logging.getLogger("ferry.client.transport")
 

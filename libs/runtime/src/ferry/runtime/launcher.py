@@ -7,7 +7,6 @@ what users run. Services are started by module (`python -m ferry.store`), never 
 from __future__ import annotations
 
 import collections
-import itertools
 import os
 import signal
 import subprocess
@@ -16,13 +15,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import zmq
 
 from ferry.protocol.errors import FerryError
-from ferry.protocol.framing import RequestCodec, RequestEnvelope
 from ferry.protocol.messages import ClusterInfoReply, GetClusterInfoRequest
+from ferry.protocol.rpc import BlockingClient
 
 MODULES = {
     "namesrv": "ferry.namesrv",
@@ -233,22 +229,17 @@ def wait_registered(namesrv_addr: str, broker_addr: str, timeout: float = 20.0) 
     """Waits until the name server routes to broker_addr, so that a cluster reported ready
     is one clients can use at once (registration runs after remoting's READY). A name server
     that does not answer at all is not waited for: the broker registers when it comes."""
-    ctx: zmq.Context[Any] = zmq.Context()
-    sock = ctx.socket(zmq.DEALER)
-    sock.linger = 0
-    sock.connect(f"tcp://{namesrv_addr}")
-    codec = RequestCodec()
     started = time.monotonic()
     deadline = started + timeout
     answered = False
-    try:
-        for rid in itertools.count(1):
-            sock.send_multipart(codec.request_frames(RequestEnvelope(rid, GetClusterInfoRequest())))
-            if sock.poll(500):
+    with BlockingClient(f"tcp://{namesrv_addr}") as client:
+        while True:
+            answer = client.call(GetClusterInfoRequest(), 500)
+            if answer is not None:
                 answered = True
-                env, _ = codec.decode_reply(sock.recv_multipart()[1:])
-                if isinstance(env.body, ClusterInfoReply) and any(
-                    broker_addr in data.broker_addrs.values() for data in env.body.brokers.values()
+                reply = answer[0]
+                if isinstance(reply, ClusterInfoReply) and any(
+                    broker_addr in data.broker_addrs.values() for data in reply.brokers.values()
                 ):
                     return
             if not answered and time.monotonic() - started > 2.0:
@@ -258,9 +249,6 @@ def wait_registered(namesrv_addr: str, broker_addr: str, timeout: float = 20.0) 
                     f"broker {broker_addr} did not register with {namesrv_addr} in {timeout:.0f}s"
                 )
             time.sleep(0.05)  # between polls of a deadline-bounded wait
-    finally:
-        sock.close()
-        ctx.term()
 
 
 def start_local_cluster(

@@ -10,7 +10,6 @@ out of that scrape (and named in ferry_scrape_errors).
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -19,15 +18,13 @@ from typing import Any
 
 import zmq
 
-from ferry.protocol.framing import FrameError, RequestCodec, RequestEnvelope
 from ferry.protocol.messages import (
-    AnyReply,
-    AnyRequest,
     MetricFamily,
     MetricSample,
     MetricsReply,
     MetricsRequest,
 )
+from ferry.protocol.rpc import BlockingClient
 from ferry.runtime import metrics
 
 log = logging.getLogger("ferry.prometheus")
@@ -37,57 +34,17 @@ PEER_TIMEOUT_MS = 1000
 SILENT_PEER_TIMEOUT_MS = 100
 
 
-class SyncClient:
-    """A blocking request/reply to one service on its own DEALER, for threads off the loop
-    (a scrape, an exporter's collection). Not thread-safe: callers hold their own lock."""
-
-    def __init__(self, ctx: zmq.Context[Any], endpoint: str) -> None:
-        self._ctx = ctx
-        self.endpoint = endpoint
-        self._codec = RequestCodec()
-        self._ids = itertools.count(1)
-        self._sock: zmq.Socket[Any] | None = None
-
-    def call(self, body: AnyRequest, timeout_ms: int) -> tuple[AnyReply, list[Any]] | None:
-        """The reply and its payload frames; None when none came within timeout_ms."""
-        if self._sock is None:
-            self._sock = self._ctx.socket(zmq.DEALER)
-            self._sock.linger = 0
-            self._sock.connect(self.endpoint)
-        sock = self._sock
-        rid = next(self._ids)
-        sock.send_multipart(self._codec.request_frames(RequestEnvelope(rid, body)))
-        while sock.poll(timeout_ms):
-            frames = sock.recv_multipart()
-            if frames and not frames[0]:
-                frames = frames[1:]
-            try:
-                env, payload = self._codec.decode_reply(frames)
-            except FrameError:
-                continue
-            if env.id == rid:
-                return env.body, payload
-        # a late answer must not be taken for the next call's: start over on a new socket
-        self.close()
-        return None
-
-    def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-
-
 class GroupGatherer:
     """Asks each (process name, endpoint) for its metrics at scrape time."""
 
     def __init__(self, peers: Sequence[tuple[str, str]], timeout_ms: int = PEER_TIMEOUT_MS):
         self._ctx: zmq.Context[Any] = zmq.Context()
         self._timeout_ms = timeout_ms
-        self._peers = [(name, SyncClient(self._ctx, endpoint)) for name, endpoint in peers]
+        self._peers = [(name, BlockingClient(endpoint, self._ctx)) for name, endpoint in peers]
         self._silent: set[str] = set()  # did not answer last time: asked with a short timeout
         self._lock = threading.Lock()
 
-    def _ask(self, name: str, client: SyncClient) -> list[MetricFamily] | None:
+    def _ask(self, name: str, client: BlockingClient) -> list[MetricFamily] | None:
         timeout = SILENT_PEER_TIMEOUT_MS if name in self._silent else self._timeout_ms
         answer = client.call(MetricsRequest(), timeout)
         if answer is None or not isinstance(answer[0], MetricsReply):

@@ -28,6 +28,7 @@ from ferry.protocol.errors import (
     ServiceNotAvailableError,
     SystemBusyError,
 )
+from ferry.protocol.frames import NOBLOCK, recv_ready, send_frames
 from ferry.protocol.framing import FrameError, RequestCodec, RequestEnvelope
 from ferry.protocol.messages import (
     AnyReply,
@@ -40,7 +41,6 @@ from ferry.protocol.messages import (
     Request,
 )
 from ferry.runtime import metrics
-from ferry.runtime.frames import NOBLOCK, recv_ready, send_frames
 
 log = logging.getLogger("ferry.service")
 

@@ -26,11 +26,12 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.names import RETRY_PREFIX
 from ferry.protocol.record import iter_records
+from ferry.protocol.rpc import BlockingClient
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.stats import BrokerStats
 from ferry.runtime import metrics
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.prometheus import GroupGatherer, PrometheusEndpoint, SyncClient
+from ferry.runtime.prometheus import GroupGatherer, PrometheusEndpoint
 
 log = logging.getLogger("ferry.remoting.metrics")
 
@@ -45,7 +46,7 @@ class LagProbe:
     unconsumed message was stored (0 when caught up)."""
 
     def __init__(self, ctx: zmq.Context[Any], store_endpoint: str, offsets: ConsumerOffsetTable):
-        self._store = SyncClient(ctx, store_endpoint)
+        self._store = BlockingClient(store_endpoint, ctx)
         self._offsets = offsets
         self._lock = threading.Lock()
         self._rows: list[tuple[dict[str, str], int, float]] = []

@@ -15,6 +15,7 @@ import zmq
 from ferry import native
 from ferry.protocol.codes import PullStatus, SendStatus
 from ferry.protocol.errors import FerryError, InvalidParameterError, ServiceNotAvailableError
+from ferry.protocol.frames import NOBLOCK, recv_ready, send_frames
 from ferry.protocol.messages import (
     DeleteExpiredCommitLogRequest,
     DispatchNotice,
@@ -37,7 +38,6 @@ from ferry.protocol.messages import (
 from ferry.protocol.names import check_topic
 from ferry.runtime import metrics, telemetry
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.frames import NOBLOCK, recv_ready, send_frames
 from ferry.runtime.service import Call, HandlerResult, Service, announce_ready
 from ferry.store.admin_handlers import StoreAdminHandlers
 from ferry.store.commit_service import CommitService

@@ -17,6 +17,7 @@ from ferry.ha.ha_metrics import HaMetrics
 from ferry.ha.master import MasterReplicator
 from ferry.ha.slave import SlaveReplicator
 from ferry.protocol.errors import ServiceNotAvailableError
+from ferry.protocol.frames import recv_ready
 from ferry.protocol.messages import (
     DispatchNotice,
     HaStatusReply,
@@ -24,7 +25,6 @@ from ferry.protocol.messages import (
     HaWaitAckRequest,
 )
 from ferry.runtime import metrics
-from ferry.runtime.frames import recv_ready
 from ferry.runtime.service import DRAIN_BATCH, Call, HandlerResult, Service, announce_ready
 
 log = logging.getLogger("ferry.ha")

@@ -20,6 +20,7 @@ from ferry.index.index_store import IndexStore
 from ferry.index.keys import key_hash
 from ferry.index.rebuild import Rebuild, discard_abandoned
 from ferry.protocol.errors import InvalidParameterError
+from ferry.protocol.frames import recv_ready
 from ferry.protocol.messages import (
     AnyReply,
     DispatchNotice,
@@ -35,7 +36,6 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.names import check_topic
 from ferry.runtime import telemetry
-from ferry.runtime.frames import recv_ready
 from ferry.runtime.log_reader import LogReader
 from ferry.runtime.service import DRAIN_BATCH, Call, Service, announce_ready
 
