@@ -14,12 +14,12 @@ import pytest
 from ferry.protocol import record
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.errors import InvalidParameterError, MessageIllegalError
+from ferry.runtime.dir_lock import DirLockedError
 from ferry.store.checkpoint import Checkpoint
 from ferry.store.commit_log import CQ_ENTRY
 from ferry.store.flush import Flusher
 from ferry.store.mapped_file import MappedFile, PendingDir
 from ferry.store.store import MessageStore
-from ferry.store.store_lock import StoreLockedError
 
 Crash = Callable[[MessageStore], None]
 MakeBatch = Callable[..., bytes]
@@ -464,7 +464,7 @@ def test_invalid_puts_are_refused_and_leave_the_log_unchanged(
 
 def test_a_second_store_on_the_same_directory_is_refused(make_config: MakeConfig) -> None:
     config = make_config()
-    with MessageStore.open(config), pytest.raises(StoreLockedError, match="in use"):
+    with MessageStore.open(config), pytest.raises(DirLockedError, match="in use"):
         MessageStore.open(config)
     MessageStore.open(config).close()  # free again once the first one closed
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from ferry.protocol.errors import ConfigError
+from ferry.runtime.files import fsync_dir
 
 T = TypeVar("T")
 
@@ -32,15 +33,7 @@ def write_atomic(path: Path, data: bytes) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)
 
 
 def save_json(path: Path, obj: Any) -> None:

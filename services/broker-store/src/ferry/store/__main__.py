@@ -9,11 +9,11 @@ from ferry.protocol.errors import ConfigError
 from ferry.runtime.allocator import keep_freed_memory
 from ferry.runtime.cli import parse_service_args
 from ferry.runtime.config import BrokerConfig, load_config, parse_overrides
+from ferry.runtime.dir_lock import DirLockedError
 from ferry.runtime.logs import setup_logging
 from ferry.runtime.telemetry import setup_telemetry, shutdown_telemetry
 from ferry.store.app import SERVICE_NAME, run
 from ferry.store.retention import check_retention_config
-from ferry.store.store_lock import StoreLockedError
 
 PROG = "ferry-broker-store"
 
@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     keep_freed_memory()
     try:
         run(config)
-    except StoreLockedError as exc:
+    except DirLockedError as exc:
         print(f"{PROG}: {exc.message}", file=sys.stderr)
         sys.exit(1)
     finally:

@@ -30,7 +30,8 @@ from ferry.protocol.errors import (
     InvalidParameterError,
     ServiceNotAvailableError,
 )
-from ferry.store.mapped_file import MappedFile, file_name, fsync_dir, parse_file_name
+from ferry.runtime.files import fsync_dir
+from ferry.store.mapped_file import MappedFile, file_name, parse_file_name
 
 log = logging.getLogger("ferry.store.commitlog")
 

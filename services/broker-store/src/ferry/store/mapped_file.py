@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from ferry.protocol.errors import BrokerSystemError
+from ferry.runtime.files import fsync_dir
 
 NAME_DIGITS = 20
 PAGE = mmap.PAGESIZE
@@ -97,15 +98,6 @@ class MappedFile:
         """Zeroes [pos, size): punches the tail out with two truncates instead of writing."""
         os.ftruncate(self.fd, pos)
         os.ftruncate(self.fd, self.size)
-
-
-def fsync_dir(path: Path) -> None:
-    """Makes new or removed entries of a directory durable (a file's own fdatasync does not)."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class PendingDir:

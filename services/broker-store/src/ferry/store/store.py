@@ -21,6 +21,7 @@ from ferry.protocol.errors import BrokerSystemError, DiskFullError, InvalidParam
 from ferry.protocol.messages import QueueStat, StoreStatusReply
 from ferry.protocol.names import check_topic
 from ferry.runtime.config import BrokerConfig
+from ferry.runtime.dir_lock import DirLock, LastStop
 from ferry.store import pull_runs
 from ferry.store.batch import scan_batch
 from ferry.store.checkpoint import Checkpoint, CheckpointData
@@ -31,7 +32,6 @@ from ferry.store.mapped_file import MappedFile, PendingDir, make_dirs
 from ferry.store.queries import offset_by_time, view_record
 from ferry.store.recovery import RecoveryReport, recover
 from ferry.store.retention import DiskUsage, Retention, RetentionPolicy, RetentionReport
-from ferry.store.store_lock import StoreLock
 
 log = logging.getLogger("ferry.store")
 
@@ -73,7 +73,7 @@ class MessageStore:
     def __init__(
         self,
         root: Path,
-        lock: StoreLock,
+        lock: DirLock,
         checkpoint: Checkpoint,
         commit_log: CommitLog,
         queues: ConsumeQueueTable,
@@ -101,12 +101,12 @@ class MessageStore:
 
     @classmethod
     def open(cls, config: BrokerConfig) -> MessageStore:
-        """Takes the directory's lock, maps the files and recovers; raises StoreLockedError
+        """Takes the directory's lock, maps the files and recovers; raises DirLockedError
         when another store holds the directory."""
         policy = RetentionPolicy.from_config(config)  # ConfigError before anything is touched
         root = config.store_root.resolve()
         make_dirs(root)
-        lock = StoreLock(root)
+        lock = DirLock(root, "broker-store")
         parts: list[CommitLog | ConsumeQueueTable | Checkpoint] = []
         started = time.monotonic()
         try:
@@ -118,7 +118,7 @@ class MessageStore:
             queues = ConsumeQueueTable(root / "consumequeue", config.mapped_file_size_consume_queue)
             parts.append(queues)
             queues.load()
-            clean = lock.last_exit_clean()
+            clean = lock.last_stop() is LastStop.CLEAN
             saved = checkpoint.read()
             report = recover(commit_log, queues, saved)
             (log.info if clean else log.warning)(

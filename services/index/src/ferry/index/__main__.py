@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from ferry.index.app import SERVICE_NAME, IndexApp
 from ferry.index.config import IndexConfig
-from ferry.index.dir_lock import IndexLockedError
 from ferry.runtime.cli import run_service
+from ferry.runtime.dir_lock import DirLockedError
 
 PROG = "ferry-index"
 
@@ -19,7 +19,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         IndexConfig,
         lambda config: IndexApp(config).run(),
         argv,
-        expected=(IndexLockedError,),
+        expected=(DirLockedError,),
     )
 
 

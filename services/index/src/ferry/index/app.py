@@ -14,7 +14,6 @@ import zmq
 
 from ferry import native
 from ferry.index.config import IndexConfig
-from ferry.index.dir_lock import DirLock, LastStop
 from ferry.index.follower import LogFollower
 from ferry.index.index_store import IndexStore
 from ferry.index.keys import key_hash
@@ -36,6 +35,7 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.names import check_topic
 from ferry.runtime import telemetry
+from ferry.runtime.dir_lock import DirLock, LastStop
 from ferry.runtime.log_reader import LogReader
 from ferry.runtime.service import DRAIN_BATCH, Call, Service, announce_ready
 
@@ -77,7 +77,7 @@ class IndexApp:
         self.config = config
         self.root = Path(config.index_dir)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.lock = DirLock(self.root)
+        self.lock = DirLock(self.root, "index process")
         try:
             last_stop = self.lock.last_stop()
             discard_abandoned(self.root)

@@ -15,10 +15,10 @@ import operator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ferry.index.dir_lock import fsync_dir
 from ferry.index.index_file import Hit, IndexFile, IndexFileError, file_name, parse_file_name
 from ferry.index.keys import Indexed, indexed_records
 from ferry.protocol import record
+from ferry.runtime.files import fsync_dir
 
 log = logging.getLogger("ferry.index.store")
 _HASHES = operator.itemgetter(2)

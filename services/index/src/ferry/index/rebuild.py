@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ferry.index.dir_lock import fsync_dir
 from ferry.index.follower import LogFollower
 from ferry.index.index_file import parse_file_name
 from ferry.index.index_store import Geometry, IndexStore
+from ferry.runtime.files import fsync_dir
 from ferry.runtime.service import Peer, Service
 
 log = logging.getLogger("ferry.index.rebuild")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ferry.runtime.cli import run_service
+from ferry.runtime.dir_lock import DirLockedError
 from ferry.scheduler.app import SERVICE_NAME, SchedulerApp
 from ferry.scheduler.config import SchedulerConfig
-from ferry.scheduler.dir_lock import DirLockedError
 
 PROG = "ferry-scheduler"
 

@@ -31,12 +31,12 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC, TRANSACTION_TOPICS
 from ferry.runtime import metrics
+from ferry.runtime.dir_lock import DirLock
 from ferry.runtime.service import Call, Service, announce_ready
 from ferry.scheduler.component import Component
 from ferry.scheduler.config import SchedulerConfig
 from ferry.scheduler.delay import DelayLevels
 from ferry.scheduler.delivery import Deliverer
-from ferry.scheduler.dir_lock import DirLock
 from ferry.scheduler.progress import FILE_NAME as PROGRESS_FILE
 from ferry.scheduler.progress import Progress, load_progress, save_progress
 from ferry.scheduler.recovery import SCAN_GRACE_MS, StartupScan
@@ -65,7 +65,7 @@ class SchedulerApp:
         self.config = config
         self.root = config.scheduler_dir
         self.root.mkdir(parents=True, exist_ok=True)
-        self.lock = DirLock(self.root)
+        self.lock = DirLock(self.root, "scheduler")
         # no snapshot yet: nothing was delivered from this directory, no log to re-check
         self.fresh = not (self.root / PROGRESS_FILE).exists()
         self.progress = load_progress(self.root)

@@ -1,10 +1,11 @@
-"""Ownership of the index directory: a `lock` file and an `abort` marker naming the boot.
+"""Ownership of a service's directory: a `lock` file, and an `abort` marker naming the boot.
 
-The lock (an flock held while the index is open) keeps a second index process off the same
-files. The abort marker exists while the index runs and holds the machine's boot id: found at
-start-up, it means the last run did not stop cleanly, and its boot id tells a killed process
-(the page cache, and so every byte written to the mappings, survived) from a machine crash
-(writes since the last sync may be lost in any order).
+The lock (an flock held while the service runs, with the owner's pid in the file) keeps a
+second process off the same files. The abort marker exists while a service that keeps one
+runs and holds the machine's boot id: found at start-up, it means the last run did not stop
+cleanly, and its boot id tells a killed process (the page cache, and so every byte written to
+the mappings, survived) from a machine crash (writes since the last sync may be lost in any
+order).
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from enum import Enum
 from pathlib import Path
 
 from ferry.protocol.errors import ServiceNotAvailableError
+from ferry.runtime.files import fsync_dir
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
-class IndexLockedError(ServiceNotAvailableError):
-    """Another index process holds this directory."""
+class DirLockedError(ServiceNotAvailableError):
+    """Another process holds this directory."""
 
 
 class LastStop(Enum):
@@ -37,26 +39,26 @@ def boot_id() -> str:
         return ""  # unknown: every unclean stop is then treated as a machine crash
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class DirLock:
-    def __init__(self, root: Path) -> None:
+    """Takes <root>/lock or raises DirLockedError naming `owner`, the kind of process that
+    holds it (e.g. "broker-store")."""
+
+    def __init__(self, root: Path, owner: str) -> None:
         self.root = root
+        self.lock_path = root / "lock"
         self.abort_path = root / "abort"
-        self._fd = os.open(root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._fd)
-            raise IndexLockedError(
-                f"index directory {root} is in use by another index process"
+            self._fd = -1
+            raise DirLockedError(
+                f"directory {root} is in use by another {owner} "
+                f"(its lock file {self.lock_path} is held)"
             ) from None
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, f"{os.getpid()}\n".encode())
 
     def last_stop(self) -> LastStop:
         try:
@@ -78,7 +80,11 @@ class DirLock:
         fsync_dir(self.root)
 
     def release(self) -> None:
+        """Drops the lock; a second call does nothing."""
+        if self._fd < 0:
+            return
         with contextlib.suppress(OSError):
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         with contextlib.suppress(OSError):
             os.close(self._fd)
+        self._fd = -1
