@@ -16,7 +16,12 @@ from typing import TypeVar
 from ferry.client.message import MessageQueue
 from ferry.client.transport import ConnectionPool, expect
 from ferry.protocol.codes import Perm
-from ferry.protocol.errors import FerryError, InvalidParameterError, TopicNotExistError
+from ferry.protocol.errors import (
+    ConnectionFailedError,
+    FerryError,
+    InvalidParameterError,
+    TopicNotExistError,
+)
 from ferry.protocol.messages import (
     AnyRequest,
     GetRouteInfoRequest,
@@ -97,9 +102,11 @@ class RouteCache:
     # ---- name servers ----
 
     def namesrv_request(self, body: AnyRequest, cls: type[R]) -> R:
-        """Asks the name servers in turn, starting with the last one that answered."""
+        """Asks the name servers in turn, starting with the last one that answered. When none
+        answers, one error says so (nothing is logged: the caller reports it, once); a failure
+        followed by another name server's answer is logged."""
         count = len(self.namesrv_addrs)
-        last_error: FerryError | None = None
+        errors: list[tuple[str, FerryError]] = []
         start = self._good
         for i in range(count):
             index = (start + i) % count
@@ -112,13 +119,28 @@ class RouteCache:
             except FerryError as err:
                 if not err.retriable:
                     raise
-                log.warning("name server %s: %s", addr, err)
-                last_error = err
+                errors.append((addr, err))
                 continue
             self._good = index
+            for failed, error in errors:
+                log.warning("name server %s failed, %s answered: %s", failed, addr, error)
             return expect(result, cls)
-        assert last_error is not None
-        raise last_error
+        raise self._none_answered(errors)
+
+    def _none_answered(self, errors: list[tuple[str, FerryError]]) -> FerryError:
+        """The error of a request no name server answered: refusals said as one plain error
+        naming the name servers (in the `name server X: ...` form the Admin's errors use)."""
+        refused = all(
+            isinstance(err, ConnectionFailedError) and "refused" in err.message
+            for _, err in errors
+        )
+        if not refused:
+            return errors[-1][1]
+        where = ";".join(self.namesrv_addrs)
+        hint = "is it running?" if len(errors) == 1 else "is any running?"
+        return ConnectionFailedError(
+            f"name server {where}: connection refused, nothing answers there ({hint})"
+        )
 
     # ---- routes ----
 

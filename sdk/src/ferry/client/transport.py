@@ -197,6 +197,7 @@ class Connection:
         self.address = address
         self._on_notice = on_notice
         self._down = False  # the peer went away and ZeroMQ has not reconnected yet (I/O thread)
+        self._refused = False  # ... and the last connection attempt failed (I/O thread)
         self._own_context = context is None
         self._ctx: zmq.Context[Any] = zmq.Context() if context is None else context
         self._queue: collections.deque[_Submission] = collections.deque()
@@ -462,7 +463,7 @@ class Connection:
                 if monitor in events:
                     self._on_monitor(monitor)
                 if self._queue and self._down:
-                    self._fail_queued(ConnectionFailedError(f"{self.address} is not connected"))
+                    self._fail_queued(self._down_error())
                 if self._queue and (not blocked or flags & POLLOUT):
                     now_blocked = not self._send_queued(sock, codec, ids)
                     if now_blocked != blocked:
@@ -566,10 +567,11 @@ class Connection:
         while int(monitor.get(EVENTS)) & POLLIN:
             event = cast(dict[str, Any], recv_monitor_message(monitor, NOBLOCK))
             if event["event"] == zmq.EVENT_CONNECTED:
-                self._down = False
+                self._down = self._refused = False
                 continue
             self._down = True  # disconnected, or a connection attempt failed
             if event["event"] != zmq.EVENT_DISCONNECTED:
+                self._refused = True
                 continue
             self._disconnects += 1  # direct waits give up too
             if self._pending:
@@ -580,6 +582,12 @@ class Connection:
                 self._deadlines.clear()
                 for future, _, _ in pending:
                     self._fail(future, err)
+
+    def _down_error(self) -> ConnectionFailedError:
+        """Why a request cannot go now, said once and plainly (callers add who the peer is)."""
+        if self._refused:
+            return ConnectionFailedError(f"connection refused: nothing answers at {self.address}")
+        return ConnectionFailedError(f"connection to {self.address} was lost")
 
     def _expire(self, now: float) -> None:
         heap, pending = self._deadlines, self._pending

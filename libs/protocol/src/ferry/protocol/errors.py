@@ -133,8 +133,14 @@ class GoAwayError(FerryError):
 
 @_register
 class ConnectionFailedError(FerryError):
+    """The peer cannot be reached: a local condition, said in plain words (str() is the
+    message alone; `code` keeps RocketMQ's RPC_SEND_TO_CHANNEL_FAILED for programs)."""
+
     code = ResponseCode.RPC_SEND_TO_CHANNEL_FAILED
     default_retriable = True
+
+    def __str__(self) -> str:
+        return self.message
 
 
 @_register
