@@ -6,6 +6,7 @@ import pytest
 from ferry.protocol.errors import ConfigError
 from ferry.runtime.config import BrokerConfig, NamesrvConfig, load_config, parse_overrides
 from ferry.runtime.properties import parse_properties
+from ferry.runtime.version import package_version
 
 SEED = Path(__file__).with_name("seed_broker.conf")
 
@@ -71,3 +72,17 @@ def test_parse_overrides() -> None:
     assert parse_overrides(["a=1", "b = x=y"]) == {"a": "1", "b": "x=y"}
     with pytest.raises(ConfigError):
         parse_overrides(["novalue"])
+
+
+def test_internal_endpoints_default_to_ipc_under_the_run_dir_or_tcp_when_too_long(
+    tmp_path: Path,
+) -> None:
+    short = BrokerConfig(store_path_root_dir=str(tmp_path))
+    assert short.run_endpoint("index.sock") == f"ipc://{tmp_path.resolve()}/run/index.sock"
+    long = BrokerConfig(store_path_root_dir=str(tmp_path / ("d" * 120)))
+    assert long.run_endpoint("index.sock") == "tcp://127.0.0.1:0"
+
+
+def test_package_version_is_the_installed_one_or_empty() -> None:
+    assert package_version("ferry-runtime") == "0.1.0"
+    assert package_version("ferry-no-such-package") == ""

@@ -38,6 +38,7 @@ def _conf_name(field: str) -> str:
 
 METRICS_EXPORTER_TYPES = ("DISABLE", "PROM", "OTLP_GRPC", "LOG")
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+MAX_IPC_PATH = 100  # longer ipc:// paths do not fit in a unix socket address
 GiB = 1024 * 1024 * 1024
 
 
@@ -147,6 +148,13 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
     @property
     def store_root(self) -> Path:
         return Path(os.path.expanduser(self.store_path_root_dir))
+
+    def run_endpoint(self, socket_name: str) -> str:
+        """The default endpoint of a broker-internal service: an ipc socket under
+        <storePathRootDir>/run, or tcp on a free port of 127.0.0.1 when that path is too long
+        for a unix socket address."""
+        path = str(self.store_root.resolve() / "run" / socket_name)
+        return f"ipc://{path}" if len(path) <= MAX_IPC_PATH else "tcp://127.0.0.1:0"
 
     @property
     def advertised_host(self) -> str:

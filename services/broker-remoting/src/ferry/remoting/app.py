@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from importlib import metadata
 from typing import Any
 
 import msgspec
@@ -77,6 +76,7 @@ from ferry.remoting.topic_table import TopicTable
 from ferry.runtime import metrics
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.service import Peer, Service, announce_ready
+from ferry.runtime.version import package_version
 
 log = logging.getLogger("ferry.remoting")
 
@@ -95,13 +95,6 @@ def masked_topics(topics: dict[str, TopicConfig], broker_perm: int) -> dict[str,
         name: c if c.perm & keep == c.perm else msgspec.structs.replace(c, perm=c.perm & keep)
         for name, c in topics.items()
     }
-
-
-def package_version() -> str:
-    try:
-        return metadata.version("ferry-broker-remoting")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 class RemotingApp:
@@ -129,7 +122,7 @@ class RemotingApp:
         self.offsets.load()
         self.clients = ClientTable()
         self.stats = BrokerStats()
-        self.version = package_version()
+        self.version = package_version("ferry-broker-remoting")
         self.service = Service(
             SERVICE_NAME, max_deferred=config.max_pending_requests, version=self.version
         )

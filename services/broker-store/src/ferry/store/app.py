@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import resource
 import time
-from importlib import metadata
 from typing import Any
 
 import msgspec
@@ -39,6 +38,7 @@ from ferry.protocol.names import check_topic
 from ferry.runtime import metrics, telemetry
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.service import Call, HandlerResult, Service, announce_ready
+from ferry.runtime.version import package_version
 from ferry.store.admin_handlers import StoreAdminHandlers
 from ferry.store.commit_service import CommitService
 from ferry.store.long_poll import LongPollTable
@@ -54,29 +54,16 @@ FEED_TOPIC = b"dispatch"  # [topic, notice, the records]
 NOTICE_TOPIC = b"notice"  # [topic, notice]: for followers that read the log files themselves
 FEED_HWM = 1000  # notices queued per subscriber before the feed drops them
 POLL_SWEEP_S = 0.05  # how often held gets are checked for expiry
-MAX_IPC_PATH = 100  # longer ipc:// paths do not fit in a unix socket address
 OPEN_FILES_WANTED = 65_536  # when the hard limit is unlimited
 DISK_CHECK_S = 1.0  # how often the disk's used ratio is measured (the write guard)
 
 
 def default_endpoints(config: BrokerConfig) -> tuple[str, str]:
     """storeEndpoint and storeFeedEndpoint, or ipc sockets under <root>/run by default."""
-    run_dir = config.store_root.resolve() / "run"
-
-    def ipc(name: str) -> str:
-        path = str(run_dir / name)
-        return f"ipc://{path}" if len(path) <= MAX_IPC_PATH else "tcp://127.0.0.1:0"
-
-    return config.store_endpoint or ipc("store.sock"), config.store_feed_endpoint or ipc(
-        "feed.sock"
+    return (
+        config.store_endpoint or config.run_endpoint("store.sock"),
+        config.store_feed_endpoint or config.run_endpoint("feed.sock"),
     )
-
-
-def package_version() -> str:
-    try:
-        return metadata.version("ferry-broker-store")
-    except metadata.PackageNotFoundError:
-        return ""
 
 
 class StoreApp:
@@ -326,7 +313,9 @@ def run(config: BrokerConfig) -> None:
     raise_open_files_limit()
     store = MessageStore.open(config)
     service = Service(
-        SERVICE_NAME, max_deferred=config.max_pending_requests, version=package_version()
+        SERVICE_NAME,
+        max_deferred=config.max_pending_requests,
+        version=package_version("ferry-broker-store"),
     )
     app = StoreApp(config, store, service)
     try:

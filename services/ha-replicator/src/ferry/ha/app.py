@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import signal
-from importlib import metadata
 from typing import Any
 
 import msgspec
@@ -26,6 +25,7 @@ from ferry.protocol.messages import (
 )
 from ferry.runtime import metrics
 from ferry.runtime.service import DRAIN_BATCH, Call, HandlerResult, Service, announce_ready
+from ferry.runtime.version import package_version
 
 log = logging.getLogger("ferry.ha")
 
@@ -36,18 +36,13 @@ STATUS_INTERVAL_S = 1.0  # the master re-reads its store's log bounds (lost feed
 SWEEP_S = 0.05  # expiry of held transfers and SYNC_MASTER waits (their precision)
 
 
-def package_version() -> str:
-    try:
-        return metadata.version("ferry-ha-replicator")
-    except metadata.PackageNotFoundError:
-        return ""
-
-
 class HaApp:
     def __init__(self, config: HaConfig) -> None:
         self.config = config
         self.service = Service(
-            SERVICE_NAME, max_deferred=config.max_pending_requests, version=package_version()
+            SERVICE_NAME,
+            max_deferred=config.max_pending_requests,
+            version=package_version("ferry-ha-replicator"),
         )
         self.store = self.service.connect_peer(config.store_endpoint)
         self.master: MasterReplicator | None = None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import signal
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ from ferry.runtime import telemetry
 from ferry.runtime.dir_lock import DirLock, LastStop
 from ferry.runtime.log_reader import LogReader
 from ferry.runtime.service import DRAIN_BATCH, Call, Service, announce_ready
+from ferry.runtime.version import package_version
 
 log = logging.getLogger("ferry.index")
 
@@ -53,13 +53,6 @@ STATUS_INTERVAL_S = 1.0  # how often the store's log bounds are checked (gaps, r
 STATUS_TIMEOUT_S = 5.0
 MAX_QUERY_NUM = 1000
 MAX_KEY_LENGTH = 1024
-
-
-def package_version() -> str:
-    try:
-        return metadata.version("ferry-index")
-    except metadata.PackageNotFoundError:
-        return ""
 
 
 def check_query(req: IndexQueryRequest) -> None:
@@ -97,7 +90,9 @@ class IndexApp:
             stats.applied,
         )
         self.service = Service(
-            SERVICE_NAME, max_deferred=config.max_pending_requests, version=package_version()
+            SERVICE_NAME,
+            max_deferred=config.max_pending_requests,
+            version=package_version("ferry-index"),
         )
         self.store = self.service.connect_peer(config.store_endpoint)
         self.follower = LogFollower(self.service, self.store, self.index)

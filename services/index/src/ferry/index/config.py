@@ -7,7 +7,6 @@ from ferry.index.index_store import Geometry
 from ferry.protocol.errors import ConfigError
 from ferry.runtime.config import BrokerConfig
 
-MAX_IPC_PATH = 100  # longer ipc:// paths do not fit in a unix socket address
 MAX_SLOTS = 1 << 30
 MAX_ENTRIES = (1 << 32) - 1  # entry numbers are u32
 
@@ -29,10 +28,7 @@ class IndexConfig(BrokerConfig, kw_only=True):
     def listen_endpoint(self) -> str:
         """indexEndpoint, or an ipc socket under <store>/run (tcp on a free port when that
         path is too long for a unix socket)."""
-        if self.index_endpoint:
-            return self.index_endpoint
-        path = str(self.store_root.resolve() / "run" / "index.sock")
-        return f"ipc://{path}" if len(path) <= MAX_IPC_PATH else "tcp://127.0.0.1:0"
+        return self.index_endpoint or self.run_endpoint("index.sock")
 
     def check(self) -> None:
         super().check()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from importlib import metadata
 from typing import Any
 
 import msgspec
@@ -33,6 +32,7 @@ from ferry.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC, TRANSACTION_TOPICS
 from ferry.runtime import metrics
 from ferry.runtime.dir_lock import DirLock
 from ferry.runtime.service import Call, Service, announce_ready
+from ferry.runtime.version import package_version
 from ferry.scheduler.component import Component
 from ferry.scheduler.config import SchedulerConfig
 from ferry.scheduler.delay import DelayLevels
@@ -53,13 +53,6 @@ STORE_RETRY_S = 0.5
 HOLDING_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC, *TRANSACTION_TOPICS})
 
 
-def package_version() -> str:
-    try:
-        return metadata.version("ferry-scheduler")
-    except metadata.PackageNotFoundError:
-        return ""
-
-
 class SchedulerApp:
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
@@ -70,7 +63,9 @@ class SchedulerApp:
         self.fresh = not (self.root / PROGRESS_FILE).exists()
         self.progress = load_progress(self.root)
         self.service = Service(
-            SERVICE_NAME, max_deferred=config.max_pending_requests, version=package_version()
+            SERVICE_NAME,
+            max_deferred=config.max_pending_requests,
+            version=package_version("ferry-scheduler"),
         )
         self.store = self.service.connect_peer(config.store_endpoint)
         self.deliverer = Deliverer(self.service, self.store)

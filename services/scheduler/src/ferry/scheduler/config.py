@@ -8,8 +8,6 @@ from pathlib import Path
 from ferry.protocol.errors import ConfigError
 from ferry.runtime.config import BrokerConfig
 
-MAX_IPC_PATH = 100  # longer ipc:// paths do not fit in a unix socket address
-
 
 class SchedulerConfig(BrokerConfig, kw_only=True):
     # width of one timer bucket file (RocketMQ's timerPrecisionMs is its wheel slot); timers
@@ -25,10 +23,7 @@ class SchedulerConfig(BrokerConfig, kw_only=True):
     def listen_endpoint(self) -> str:
         """schedulerEndpoint, or an ipc socket under <store>/run (tcp on a free port when that
         path is too long for a unix socket)."""
-        if self.scheduler_endpoint:
-            return self.scheduler_endpoint
-        path = str(self.store_root.resolve() / "run" / "scheduler.sock")
-        return f"ipc://{path}" if len(path) <= MAX_IPC_PATH else "tcp://127.0.0.1:0"
+        return self.scheduler_endpoint or self.run_endpoint("scheduler.sock")
 
     def check(self) -> None:
         super().check()
