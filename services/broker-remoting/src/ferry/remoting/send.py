@@ -44,6 +44,7 @@ from ferry.protocol.names import (
 from ferry.protocol.record import FIXED_SIZE
 from ferry.remoting.delayed_send import DelayRules
 from ferry.remoting.end_transaction import half_record
+from ferry.remoting.send_span import add_message_ids
 from ferry.remoting.stats import BrokerStats, elapsed_ms
 from ferry.remoting.topic_table import TopicTable
 from ferry.runtime import telemetry
@@ -170,9 +171,6 @@ class SendProcessor:
         started = time.monotonic()
 
         def on_reply(body: AnyReply, _frames: list[Any]) -> None:
-            if span is not None:
-                error = telemetry.code_name(body.code) if isinstance(body, ErrorReply) else ""
-                telemetry.end_span(span, error)
             if self._stats.on_latency is not None:
                 outcome = "error" if isinstance(body, ErrorReply) else "success"
                 self._stats.on_latency("send_message", outcome, elapsed_ms(started))
@@ -196,6 +194,10 @@ class SendProcessor:
                 call.reply(body)  # the store's code goes back to the client as it is
             else:
                 call.fail(BrokerSystemError(f"store answered a put with {type(body).__name__}"))
+            if span is not None:  # after the answer: the sender does not wait for the ids
+                add_message_ids(span, call.payload[0], req.count)
+                error = telemetry.code_name(body.code) if isinstance(body, ErrorReply) else ""
+                telemetry.end_span(span, error)
 
         self._store.request(
             StorePutRequest(
