@@ -6,6 +6,8 @@ with Producer("my-group", "127.0.0.1:9876") as producer:
     result = producer.send(Message("orders", b"hello", tags="created"))
 
 Consumers: PushConsumer (a listener called with pulled messages) and PullConsumer (poll()).
+Traces: every client makes OpenTelemetry spans from the global TracerProvider (or the
+`tracer_provider=` it is given); enable_tracing(endpoint) installs one exporting over OTLP.
 """
 
 from ferry.client.admin import Admin
@@ -23,6 +25,7 @@ from ferry.client.producer import Producer
 from ferry.client.pull_consumer import PullConsumer
 from ferry.client.push_consumer import PushConsumer
 from ferry.client.queries import PullResult
+from ferry.client.tracing_setup import enable_tracing
 from ferry.client.transaction import (
     LocalTransactionState,
     TransactionListener,
@@ -80,4 +83,5 @@ __all__ = [
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",
+    "enable_tracing",
 ]

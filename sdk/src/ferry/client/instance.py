@@ -26,6 +26,8 @@ from ferry.protocol.messages import AnyReply
 log = logging.getLogger("ferry.client")
 
 DEFAULT_API_TIMEOUT_S = 3.0  # mqClientApiTimeout
+# How often a client without a tracer provider looks for a global one installed since it started
+TRACING_LOOK_S = 1.0
 
 
 def sdk_version() -> str:
@@ -56,6 +58,8 @@ class ClientInstance:
         self.routes = RouteCache(addrs, self.pool, api_timeout_s)
         self.tracing = Tracing(tracer_provider, self.client_id)
         self.ticker = Ticker(f"ferry-{role}-timer")
+        if not self.tracing.fixed:
+            self.ticker.later(TRACING_LOOK_S, self._look_for_tracing)
 
     def connection(self, address: str) -> Connection:
         return self.pool.get(address)
@@ -68,6 +72,12 @@ class ClientInstance:
     def _on_notice(self, address: str, body: AnyReply) -> None:
         for listener in list(self._notice_listeners):
             listener(address, body)
+
+    def _look_for_tracing(self) -> None:
+        """Until a global provider is installed (an application may set OpenTelemetry up
+        after its clients started): then this client's spans are made from it on."""
+        if not self.tracing.refresh():
+            self.ticker.later(TRACING_LOOK_S, self._look_for_tracing)
 
     def close(self) -> None:
         self.ticker.close()

@@ -131,8 +131,7 @@ class RouteCache:
         """The error of a request no name server answered: refusals said as one plain error
         naming the name servers (in the `name server X: ...` form the Admin's errors use)."""
         refused = all(
-            isinstance(err, ConnectionFailedError) and "refused" in err.message
-            for _, err in errors
+            isinstance(err, ConnectionFailedError) and "refused" in err.message for _, err in errors
         )
         if not refused:
             return errors[-1][1]

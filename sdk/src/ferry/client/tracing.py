@@ -1,8 +1,11 @@
 """OpenTelemetry spans of the SDK, following the messaging conventions for RocketMQ.
 
-Only the API is used; the application configures the SDK. When no tracer provider is installed
-(checked once, when a client starts) every function here returns at once. An instrumentation
-error is logged and never breaks a send or a poll.
+Only the API is used, as OpenTelemetry's instrumentations do: a client takes the
+`tracer_provider` it is given, else the global one, whenever the application (or
+`opentelemetry-instrument`, or ferry.client.enable_tracing) installs it. While there is none,
+every function here returns at once (`enabled` is a plain attribute, looked up again by
+refresh(), which ClientInstance calls each second until a provider shows up). An
+instrumentation error is logged and never breaks a send or a poll.
 """
 
 from __future__ import annotations
@@ -27,11 +30,29 @@ class Tracing:
     def __init__(
         self, tracer_provider: trace.TracerProvider | None = None, client_id: str = ""
     ) -> None:
-        provider = tracer_provider or trace.get_tracer_provider()
-        # The API's defaults: nothing configured, so spans would be dropped anyway.
-        self.enabled = not isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
-        self._tracer = provider.get_tracer(TRACER_NAME)
+        self._provider = tracer_provider  # None: the global one
+        self._tracer: trace.Tracer = trace.NoOpTracer()
         self._client_id = client_id
+        self.enabled = False
+        self.refresh()
+
+    @property
+    def fixed(self) -> bool:
+        """Whether refresh() can never change `enabled` (a provider was given, or is found)."""
+        return self.enabled or self._provider is not None
+
+    def refresh(self) -> bool:
+        """Looks for the provider again (the global one may have been installed since); True
+        once spans are made."""
+        if self.enabled:
+            return True
+        provider = self._provider or trace.get_tracer_provider()
+        # The API's defaults: nothing configured, so spans would be dropped anyway.
+        if isinstance(provider, ProxyTracerProvider | NoOpTracerProvider):
+            return False
+        self._tracer = provider.get_tracer(TRACER_NAME)
+        self.enabled = True  # after the tracer: a thread that sees it on finds the tracer
+        return True
 
     # ---- producer ----
 
@@ -243,13 +264,13 @@ _PROCESS: dict[str, Tracing] = {}
 def process_tracing(service_name: str) -> Tracing:
     """A Tracing for code that runs where no application configures OpenTelemetry (the Python
     workers of Spark executors): the SDK is set up from the OTEL_* variables once per process,
-    unless a provider is there already; without those variables it stays off."""
+    unless a provider is there already; without those variables (or without the
+    OpenTelemetry SDK installed) it stays off."""
     tracing = _PROCESS.get(service_name)
     if tracing is None:
-        if isinstance(trace.get_tracer_provider(), ProxyTracerProvider | NoOpTracerProvider):
-            from ferry.runtime.telemetry import setup_telemetry
+        from ferry.client.tracing_setup import enable_from_environment
 
-            setup_telemetry(service_name)
+        enable_from_environment(service_name)
         tracing = _PROCESS[service_name] = Tracing()
     return tracing
 
