@@ -37,8 +37,8 @@ _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 Sample = tuple[str, dict[str, str], float]
 
 
-def scrape(addr: str) -> tuple[str, list[Sample]]:
-    with urllib.request.urlopen(f"http://{addr}/metrics", timeout=10) as resp:
+def scrape(addr: str, query: str = "") -> tuple[str, list[Sample]]:
+    with urllib.request.urlopen(f"http://{addr}/metrics{query}", timeout=10) as resp:
         assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
         text = resp.read().decode()
     samples: list[Sample] = []
@@ -79,6 +79,9 @@ def test_scrape_shows_in_out_counters_and_lag_moving_with_the_messages(
         remoting = {"process": "broker-remoting", "cluster": "DefaultCluster"}
         assert total(samples, "rocketmq_messages_in_total", **remoting) == 10
         assert total(samples, "rocketmq_throughput_in_total", topic="Metered") > 200
+        # prometheus_client's name filter works on the group's families
+        _, only = scrape(addr, "?name[]=rocketmq_messages_in_total")
+        assert {name for name, _, _ in only} == {"rocketmq_messages_in_total"}
         sends = total(samples, "rocketmq_rpc_latency_count", request_code="send_message")
         assert sends == 10
         # the store's own series come through the same target

@@ -1,22 +1,26 @@
-"""OpenTelemetry metrics: one MeterProvider per process, set up in main(), and the snapshot a
-Prometheus scrape renders.
+"""Metrics on prometheus_client: one CollectorRegistry per process, made in main(), and the
+snapshot of it that a MetricsRequest answers with.
 
-Metrics are on when broker.conf's metricsExporterType is not DISABLE (PROM: an on-demand
-reader answered through MetricsRequest, OTLP_GRPC, LOG) or when OTEL_METRICS_EXPORTER names
-otlp or console. Otherwise nothing is installed, `enabled()` is False and callers skip their
-instruments altogether. Names follow RocketMQ 5's broker metrics where one exists; latencies
-are in milliseconds, as RocketMQ's are.
+Metrics are on when broker.conf's metricsExporterType is not DISABLE (PROM: broker-remoting's
+scrape target asks each process for its snapshot; OTLP_GRPC, LOG: the registry is exported on
+a timer through OpenTelemetry's exporters, metrics_otlp.py) or when OTEL_METRICS_EXPORTER names
+otlp or console. Otherwise no registry is made, `enabled()` is False and callers skip their
+metrics altogether. Names follow RocketMQ 5's broker metrics where one exists; latencies are in
+milliseconds, as RocketMQ's are.
+
+Counters a service already keeps as plain ints are read at collection (`observe`), so the paths
+that count pay nothing more; latencies are prometheus_client Histograms.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from opentelemetry import metrics as otel_metrics
-from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import Metric
 
 from ferry.protocol.messages import MetricFamily, MetricSample
 
@@ -35,59 +39,54 @@ COMMIT_MESSAGES = "rocketmq_commit_messages_total"
 ROLLBACK_MESSAGES = "rocketmq_rollback_messages_total"
 HALF_MESSAGES = "rocketmq_half_messages"
 FLUSH_LATENCY = "rocketmq_storage_flush_latency"  # Ferry's: RocketMQ has no flush histogram
+COMMITLOG_MAX_OFFSET = "rocketmq_storage_commitlog_max_offset"  # Ferry's
+UNFLUSHED_BYTES = "rocketmq_storage_unflushed_bytes"  # Ferry's
 REPLICATION_LAG_BYTES = "rocketmq_ha_replication_lag_bytes"  # Ferry's
 DELAYED_MESSAGES = "rocketmq_delayed_messages"  # Ferry's: held by the scheduler
+SCHEDULED_DELIVERED = "rocketmq_scheduled_delivered_messages_total"  # Ferry's
+
+# OTLP carries a unit beside the name; the Prometheus names keep theirs out, as RocketMQ's do
+UNITS = {
+    RPC_LATENCY: "ms",
+    FLUSH_LATENCY: "ms",
+    CONSUMER_LAG_LATENCY: "ms",
+    THROUGHPUT_IN: "By",
+    THROUGHPUT_OUT: "By",
+    COMMITLOG_MAX_OFFSET: "By",
+    UNFLUSHED_BYTES: "By",
+    REPLICATION_LAG_BYTES: "By",
+}
 
 # ms; RocketMQ's rpc latency buckets, widened for long polls
 LATENCY_BUCKETS_MS = (1.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 3000.0, 30000.0)
 FLUSH_BUCKETS_MS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 500.0, 1000.0)
 
-_state: dict[str, Any] = {"enabled": False, "reader": None, "provider": None}
-_failed_callbacks: set[str] = set()
+Points = Iterable[tuple[float, Mapping[str, str]]]
+
+# the process's registry (None: metrics off) and its OTLP/LOG export, if any
+_state: dict[str, Any] = {"registry": None, "export": None}
 
 
 def setup_metrics(
     service_name: str, config: object | None = None, environ: Mapping[str, str] | None = None
 ) -> bool:
-    """Installs a MeterProvider when metrics are wanted; True when one was installed."""
+    """Makes this process's registry when metrics are wanted; True when one was made."""
     env = os.environ if environ is None else environ
     if env.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return False
     kind = str(getattr(config, "metrics_exporter_type", "DISABLE"))
     otel = env.get("OTEL_METRICS_EXPORTER", "none").lower()
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import (
-        ConsoleMetricExporter,
-        InMemoryMetricReader,
-        MetricExporter,
-        MetricReader,
-        PeriodicExportingMetricReader,
-    )
-    from opentelemetry.sdk.metrics.view import View
-    from opentelemetry.sdk.resources import Resource
-
-    readers: list[MetricReader] = []
-    snapshot_reader: InMemoryMetricReader | None = None
-    if kind == "PROM":
-        snapshot_reader = InMemoryMetricReader()
-        readers.append(snapshot_reader)
-    exporter: MetricExporter | None = None
-    if kind == "OTLP_GRPC" or otel == "otlp":
-        exporter = _otlp_exporter(env, kind, getattr(config, "metrics_grpc_exporter_target", ""))
-    elif kind == "LOG" or otel == "console":
-        exporter = ConsoleMetricExporter()
-    if exporter is not None:
-        readers.append(PeriodicExportingMetricReader(exporter))
-    if not readers:
+    push = kind in ("OTLP_GRPC", "LOG") or otel in ("otlp", "console")
+    if kind != "PROM" and not push:
         return False
-    views = [
-        View(instrument_name=RPC_LATENCY, aggregation=_buckets(LATENCY_BUCKETS_MS)),
-        View(instrument_name=FLUSH_LATENCY, aggregation=_buckets(FLUSH_BUCKETS_MS)),
-    ]
-    resource = Resource.create(resource_attributes(service_name, config, env))
-    provider = MeterProvider(resource=resource, metric_readers=readers, views=views)
-    otel_metrics.set_meter_provider(provider)
-    _state.update(enabled=True, reader=snapshot_reader, provider=provider)
+    registry = CollectorRegistry(auto_describe=False)
+    if push:
+        from ferry.runtime.metrics_otlp import start_export
+
+        attributes = resource_attributes(service_name, config, env)
+        target = str(getattr(config, "metrics_grpc_exporter_target", ""))
+        _state["export"] = start_export(registry, attributes, kind, target, env)
+    _state["registry"] = registry
     return True
 
 
@@ -103,167 +102,119 @@ def resource_attributes(
     return attributes
 
 
-def _buckets(bounds: Sequence[float]) -> Any:
-    from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation
-
-    return ExplicitBucketHistogramAggregation(boundaries=bounds)
-
-
-def _otlp_exporter(env: Mapping[str, str], kind: str, target: str) -> Any:
-    protocol = env.get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") or env.get(
-        "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
-    )
-    if kind == "OTLP_GRPC" or protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
-            OTLPMetricExporter as GrpcMetricExporter,
-        )
-
-        if target:
-            return GrpcMetricExporter(endpoint=target, insecure=not target.startswith("https"))
-        return GrpcMetricExporter()
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-
-    return OTLPMetricExporter()
-
-
-def enable_for_tests(reader: Any) -> None:
-    """Marks metrics on with a test's own provider and on-demand reader."""
-    _state.update(enabled=True, reader=reader)
+def enable_for_tests(registry: CollectorRegistry) -> None:
+    """Marks metrics on with a test's own registry."""
+    _state["registry"] = registry
 
 
 def enabled() -> bool:
-    return bool(_state["enabled"])
+    return _state["registry"] is not None
 
 
-def meter(name: str) -> Meter:
-    return otel_metrics.get_meter(name)
+def registry() -> CollectorRegistry:
+    """This process's registry; only while metrics are on."""
+    reg = _state["registry"]
+    if reg is None:
+        raise RuntimeError("metrics are off: setup_metrics made no registry")
+    assert isinstance(reg, CollectorRegistry)
+    return reg
 
 
 def shutdown_metrics() -> None:
-    provider = _state.get("provider")
-    if provider is not None:
+    export = _state.get("export")
+    if export is not None:
+        _state["export"] = None
         try:
-            provider.shutdown()
+            export.close()
         except Exception:
-            log.debug("meter provider shutdown failed", exc_info=True)
+            log.debug("metrics export shutdown failed", exc_info=True)
+
+
+class Observed:
+    """A prometheus_client collector of one family whose points are read at collection (a
+    scrape or an export), from (value, labels) that `points` gives. A failure is logged once
+    and gives no family, never an exception in the scrape."""
+
+    def __init__(self, name: str, kind: str, help: str, points: Callable[[], Points]) -> None:
+        self.name = name
+        # prometheus_client names a counter family without _total and adds it when writing
+        self._family = name.removesuffix("_total") if kind == "counter" else name
+        self._kind = kind
+        self._help = help
+        self._points = points
+        self._failed = False
+
+    def describe(self) -> list[Metric]:
+        """The family without samples: lets the registry refuse a second one of this name."""
+        return [Metric(self._family, self._help, self._kind)]
+
+    def collect(self) -> list[Metric]:
+        try:
+            points = list(self._points())
+        except Exception:
+            if not self._failed:
+                self._failed = True
+                log.warning("metric %s could not be observed", self.name, exc_info=True)
+            return []
+        family = Metric(self._family, self._help, self._kind)
+        for value, labels in points:
+            family.add_sample(self.name, dict(labels), float(value))
+        return [family]
 
 
 def observe(
-    name: str, fn: Callable[[], Iterable[tuple[float, Mapping[str, str]]]]
-) -> Callable[[CallbackOptions], Iterable[Observation]]:
-    """An observable instrument's callback around fn, yielding (value, labels); a failure is
-    logged once and gives no points, never an exception in the exporter."""
-
-    def callback(_options: CallbackOptions) -> Iterable[Observation]:
-        try:
-            return [Observation(value, dict(labels)) for value, labels in fn()]
-        except Exception:
-            if name not in _failed_callbacks:
-                _failed_callbacks.add(name)
-                log.warning("metric %s could not be observed", name, exc_info=True)
-            return []
-
-    return callback
+    registry: CollectorRegistry, name: str, kind: str, help: str, points: Callable[[], Points]
+) -> Observed:
+    """Registers a family read at collection (kind: counter or gauge)."""
+    collector = Observed(name, kind, help, points)
+    registry.register(collector)
+    return collector
 
 
-# ---- snapshots and the Prometheus text format ------------------------------------------------
+# ---- snapshots: a registry's families on the wire and back -----------------------------------
 
 
-def snapshot() -> list[MetricFamily]:
-    """This process's metrics now, as Prometheus families (empty without an on-demand reader)."""
-    reader = _state.get("reader")
-    if reader is None:
+def snapshot(registry: CollectorRegistry | None = None) -> list[MetricFamily]:
+    """This process's metrics now, as wire families (empty with metrics off). Families with no
+    sample yet are left out, and so are prometheus_client's `_created` samples: neither was
+    ever part of Ferry's scrape."""
+    reg = _state["registry"] if registry is None else registry
+    if reg is None:
         return []
     try:
-        data = reader.get_metrics_data()
+        collected = list(reg.collect())
     except Exception:
         log.warning("metrics collection failed", exc_info=True)
         return []
-    if data is None:
-        return []
-    return families_of(data)
+    families = [family_of(metric) for metric in collected]
+    return [fam for fam in families if fam.samples]
 
 
-def families_of(data: Any) -> list[MetricFamily]:
-    from opentelemetry.sdk.metrics.export import Gauge, Histogram, Sum
-
-    out: list[MetricFamily] = []
-    for rm in data.resource_metrics:
-        for sm in rm.scope_metrics:
-            for metric in sm.metrics:
-                name, body = metric.name, metric.data
-                samples: list[MetricSample] = []
-                if isinstance(body, Histogram):
-                    kind = "histogram"
-                    for p in body.data_points:
-                        labels = _labels(p.attributes)
-                        running = 0
-                        for bound, count in zip(p.explicit_bounds, p.bucket_counts, strict=False):
-                            running += count
-                            le = {**labels, "le": _number(bound)}
-                            samples.append(MetricSample(f"{name}_bucket", le, float(running)))
-                        le = {**labels, "le": "+Inf"}
-                        samples.append(MetricSample(f"{name}_bucket", le, float(p.count)))
-                        samples.append(MetricSample(f"{name}_sum", labels, float(p.sum)))
-                        samples.append(MetricSample(f"{name}_count", labels, float(p.count)))
-                elif isinstance(body, Sum | Gauge):
-                    monotonic = isinstance(body, Sum) and body.is_monotonic
-                    kind = "counter" if monotonic else "gauge"
-                    for q in body.data_points:
-                        samples.append(MetricSample(name, _labels(q.attributes), float(q.value)))
-                else:
-                    continue
-                out.append(MetricFamily(name, kind, metric.description or name, samples))
-    return out
+def family_of(metric: Metric) -> MetricFamily:
+    """A prometheus_client family as sent on the wire: a counter under its full name."""
+    name = f"{metric.name}_total" if metric.type == "counter" else metric.name
+    created = f"{metric.name}_created"
+    samples = [
+        MetricSample(s.name, dict(s.labels), float(s.value))
+        for s in metric.samples
+        if s.name != created
+    ]
+    return MetricFamily(name, metric.type, metric.documentation, samples)
 
 
-def _labels(attributes: Any) -> dict[str, str]:
-    return {str(k): str(v) for k, v in (attributes or {}).items()}
+_KINDS = ("counter", "gauge", "histogram", "summary")
 
 
-def _number(value: float) -> str:
-    return repr(float(value))
-
-
-def merge(
-    parts: Iterable[tuple[Mapping[str, str], Sequence[MetricFamily]]],
-) -> list[MetricFamily]:
-    """Families from several processes as one exposition: samples of one name together, each
-    with its process's extra labels."""
-    by_name: dict[str, MetricFamily] = {}
-    for extra, families in parts:
-        for fam in families:
-            samples = [MetricSample(s.name, {**extra, **s.labels}, s.value) for s in fam.samples]
-            known = by_name.get(fam.name)
-            if known is None:
-                by_name[fam.name] = MetricFamily(fam.name, fam.kind, fam.help, samples)
-            else:
-                known.samples.extend(samples)
-    return [by_name[name] for name in sorted(by_name)]
-
-
-def render(families: Sequence[MetricFamily]) -> str:
-    """Prometheus text exposition format 0.0.4."""
-    lines: list[str] = []
-    for fam in families:
-        lines.append(f"# HELP {fam.name} {_escape_help(fam.help)}")
-        lines.append(f"# TYPE {fam.name} {fam.kind}")
-        for s in fam.samples:
-            if s.labels:
-                inner = ",".join(f'{k}="{_escape_label(v)}"' for k, v in sorted(s.labels.items()))
-                lines.append(f"{s.name}{{{inner}}} {_value(s.value)}")
-            else:
-                lines.append(f"{s.name} {_value(s.value)}")
-    return "\n".join(lines) + "\n"
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _escape_label(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _value(value: float) -> str:
-    return str(int(value)) if value.is_integer() else repr(value)
+def metric_of(fam: MetricFamily) -> Metric | None:
+    """A wire family as a prometheus_client family; None when prometheus_client refuses its name
+    (a peer's bad answer costs its family, never the scrape)."""
+    kind = fam.kind if fam.kind in _KINDS else "unknown"
+    name = fam.name.removesuffix("_total") if kind == "counter" else fam.name
+    try:
+        metric = Metric(name, fam.help, kind)
+    except ValueError:
+        log.warning("metric family %r left out of the scrape: not a valid name", fam.name)
+        return None
+    for s in fam.samples:
+        metric.add_sample(s.name, dict(s.labels), float(s.value))
+    return metric

@@ -1,43 +1,50 @@
 """The broker group's one Prometheus scrape target (metricsExporterType=PROM).
 
 broker-remoting serves GET /metrics on metricsPromExporterHost:metricsPromExporterPort (5557,
-as RocketMQ). At each scrape it renders its own metrics and asks the group's other processes
-(store, index, scheduler, ha-replicator) for theirs with MetricsRequest, each sample labelled
-with the process it came from. The scrape runs on the HTTP server's thread with its own ZeroMQ
-sockets, never on the service loop; a process that does not answer within the timeout is left
-out of that scrape (and named in ferry_scrape_errors).
+as RocketMQ) with prometheus_client's HTTP server, over a registry holding one collector,
+GroupScrape. At each scrape it takes its own process's metrics and asks the group's other
+processes (store, index, scheduler, ha-replicator) for theirs with MetricsRequest, each sample
+labelled with the process it came from. The scrape runs on the HTTP server's thread with its
+own ZeroMQ sockets, never on the service loop; a process that does not answer within the
+timeout is left out of that scrape (and named in ferry_scrape_errors).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import zmq
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.metrics_core import Metric
 
-from ferry.protocol.messages import (
-    MetricFamily,
-    MetricSample,
-    MetricsReply,
-    MetricsRequest,
-)
+from ferry.protocol.messages import MetricFamily, MetricSample, MetricsReply, MetricsRequest
 from ferry.protocol.rpc import BlockingClient
 from ferry.runtime import metrics
 
 log = logging.getLogger("ferry.prometheus")
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PEER_TIMEOUT_MS = 1000
 SILENT_PEER_TIMEOUT_MS = 100
+SCRAPE_ERRORS = "ferry_scrape_errors"
+SCRAPE_ERRORS_HELP = "processes of the broker group that did not answer this scrape"
 
 
-class GroupGatherer:
-    """Asks each (process name, endpoint) for its metrics at scrape time."""
+class GroupScrape:
+    """A prometheus_client collector of the whole group: this process's registry, and each
+    (process name, endpoint) peer's answer to a MetricsRequest, asked at collection."""
 
-    def __init__(self, peers: Sequence[tuple[str, str]], timeout_ms: int = PEER_TIMEOUT_MS):
+    def __init__(
+        self,
+        own: tuple[str, CollectorRegistry],
+        peers: Sequence[tuple[str, str]],
+        labels: Mapping[str, str],
+        timeout_ms: int = PEER_TIMEOUT_MS,
+    ) -> None:
+        self._own_name, self._own = own
+        self._labels = dict(labels)
         self._ctx: zmq.Context[Any] = zmq.Context()
         self._timeout_ms = timeout_ms
         self._peers = [(name, BlockingClient(endpoint, self._ctx)) for name, endpoint in peers]
@@ -53,9 +60,11 @@ class GroupGatherer:
         self._silent.discard(name)
         return answer[0].families
 
-    def gather(self, own: str, labels: Mapping[str, str]) -> list[MetricFamily]:
+    def gather(self) -> list[MetricFamily]:
+        """Every process's families merged by name, and ferry_scrape_errors."""
+        labels = self._labels
         parts: list[tuple[Mapping[str, str], Sequence[MetricFamily]]] = [
-            ({**labels, "process": own}, metrics.snapshot())
+            ({**labels, "process": self._own_name}, metrics.snapshot(self._own))
         ]
         missing: list[str] = []
         with self._lock:
@@ -66,12 +75,18 @@ class GroupGatherer:
                 else:
                     parts.append(({**labels, "process": name}, families))
         errors = MetricFamily(
-            "ferry_scrape_errors",
+            SCRAPE_ERRORS,
             "gauge",
-            "processes of the broker group that did not answer this scrape",
-            [MetricSample("ferry_scrape_errors", {**labels, "process": n}, 1.0) for n in missing],
+            SCRAPE_ERRORS_HELP,
+            [MetricSample(SCRAPE_ERRORS, {**labels, "process": n}, 1.0) for n in missing],
         )
-        return [*metrics.merge(parts), errors]
+        return [*merge(parts), errors]
+
+    def collect(self) -> Iterable[Metric]:
+        for fam in self.gather():
+            metric = metrics.metric_of(fam)
+            if metric is not None:
+                yield metric
 
     def close(self) -> None:
         with self._lock:
@@ -80,43 +95,34 @@ class GroupGatherer:
             self._ctx.term()
 
 
+def merge(
+    parts: Iterable[tuple[Mapping[str, str], Sequence[MetricFamily]]],
+) -> list[MetricFamily]:
+    """Families from several processes as one exposition (a name may be written once): the
+    samples of one name together, each with its process's extra labels."""
+    by_name: dict[str, MetricFamily] = {}
+    for extra, families in parts:
+        for fam in families:
+            samples = [MetricSample(s.name, {**extra, **s.labels}, s.value) for s in fam.samples]
+            known = by_name.get(fam.name)
+            if known is None:
+                by_name[fam.name] = MetricFamily(fam.name, fam.kind, fam.help, samples)
+            else:
+                known.samples.extend(samples)
+    return [by_name[name] for name in sorted(by_name)]
+
+
 class PrometheusEndpoint:
-    """GET /metrics on a thread; `render` builds the text at each scrape."""
+    """prometheus_client's HTTP server for one collector, on its own daemon thread (it binds
+    when made: OSError when the port is taken)."""
 
-    def __init__(self, host: str, port: int, render: Callable[[], str]) -> None:
-        def handle(req: BaseHTTPRequestHandler) -> None:
-            if req.path.split("?", 1)[0] != "/metrics":
-                req.send_error(404, "only /metrics is served")
-                return
-            try:
-                body = render().encode()
-            except Exception:
-                log.warning("scrape failed", exc_info=True)
-                req.send_error(500, "scrape failed")
-                return
-            req.send_response(200)
-            req.send_header("Content-Type", CONTENT_TYPE)
-            req.send_header("Content-Length", str(len(body)))
-            req.end_headers()
-            req.wfile.write(body)
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                handle(self)
-
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
+    def __init__(self, host: str, port: int, collector: GroupScrape) -> None:
+        # a collector without names still answers prometheus_client's ?name[]= filter
+        registry = CollectorRegistry(support_collectors_without_names=True)
+        registry.register(collector)
+        self._server, self._thread = start_http_server(port, host, registry)
         self.host = host
         self.port = int(self._server.server_address[1])
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="ferry-prometheus", daemon=True
-        )
-
-    def start(self) -> None:
-        self._thread.start()
 
     def close(self) -> None:
         self._server.shutdown()

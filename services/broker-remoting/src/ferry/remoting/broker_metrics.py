@@ -1,7 +1,7 @@
-"""The broker's OpenTelemetry metrics, and the broker group's Prometheus endpoint.
+"""The broker's metrics (prometheus_client), and the broker group's Prometheus endpoint.
 
-Traffic counters are observed from BrokerStats when a reader collects, so the send and pull
-paths pay nothing for them; latencies are recorded by those paths through
+Traffic counters are read from BrokerStats at collection, so the send and pull paths pay
+nothing for them; latencies go into a prometheus_client Histogram through
 BrokerStats.on_latency (only when metrics are on). Consumer lag is computed at collection:
 committed offsets against the store's max offsets, and the age of the first unconsumed
 message, asked of the store on the collecting thread with its own socket.
@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import zmq
+from prometheus_client import CollectorRegistry, Histogram
 
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.messages import (
@@ -31,14 +32,13 @@ from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.stats import BrokerStats
 from ferry.runtime import metrics
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.prometheus import GroupGatherer, PrometheusEndpoint
+from ferry.runtime.metrics import Points
+from ferry.runtime.prometheus import GroupScrape, PrometheusEndpoint
 
 log = logging.getLogger("ferry.remoting.metrics")
 
 LAG_CACHE_S = 0.5  # the two lag gauges of one collection share one pass over the store
 STORE_TIMEOUT_MS = 1000
-
-Points = Iterable[tuple[float, Mapping[str, str]]]
 
 
 class LagProbe:
@@ -109,7 +109,7 @@ class LagProbe:
 
 
 class BrokerMetrics:
-    """Registers the broker's instruments; serves /metrics when metricsExporterType is PROM."""
+    """Registers the broker's metrics; serves /metrics when metricsExporterType is PROM."""
 
     def __init__(
         self,
@@ -117,84 +117,95 @@ class BrokerMetrics:
         stats: BrokerStats,
         offsets: ConsumerOffsetTable,
         ha_endpoint: str = "",
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self._stats = stats
+        self._registry = metrics.registry() if registry is None else registry
         self._ctx: zmq.Context[Any] = zmq.Context()
         self._lag = LagProbe(self._ctx, config.store_endpoint, offsets)
-        meter = metrics.meter("ferry.remoting")
-        observe = metrics.observe
-        counters: list[tuple[str, Callable[[], Points], str, str]] = [
-            # (name, points, unit, description)
+        observed: list[tuple[str, str, Callable[[], Points], str]] = [
+            # (name, kind, points, help)
             (
                 metrics.MESSAGES_IN,
+                "counter",
                 lambda: _by_topic(stats.puts),
-                "",
                 "messages stored, by topic",
             ),
             (
                 metrics.THROUGHPUT_IN,
+                "counter",
                 lambda: _by_topic(stats.put_bytes),
-                "By",
                 "bytes of messages stored, by topic",
             ),
             (
                 metrics.MESSAGES_OUT,
+                "counter",
                 lambda: _by_topic(stats.gets),
-                "",
                 "messages pulled, by topic and consumer group",
             ),
             (
                 metrics.THROUGHPUT_OUT,
+                "counter",
                 lambda: _by_topic(stats.get_bytes),
-                "By",
                 "bytes of messages pulled, by topic and consumer group",
             ),
             (
                 metrics.SEND_TO_DLQ,
+                "counter",
                 lambda: _by_topic(stats.dlq),
-                "",
                 "messages moved to a dead letter queue, by DLQ topic and group",
             ),
             (
                 metrics.COMMIT_MESSAGES,
+                "counter",
                 lambda: _resolved(stats, "COMMIT"),
-                "",
                 "half messages committed (delivered to their topic)",
             ),
             (
                 metrics.ROLLBACK_MESSAGES,
+                "counter",
                 lambda: _resolved(stats, "ROLLBACK"),
-                "",
                 "half messages rolled back",
             ),
+            (
+                metrics.CONSUMER_LAG_MESSAGES,
+                "gauge",
+                self._lag_messages,
+                "messages stored and not yet consumed, by group and queue",
+            ),
+            (
+                metrics.CONSUMER_LAG_LATENCY,
+                "gauge",
+                self._lag_latency,
+                "age of the oldest unconsumed message, by group and queue",
+            ),
         ]
-        for name, points, unit, description in counters:
-            meter.create_observable_counter(
-                name, [observe(name, points)], unit=unit, description=description
-            )
-        meter.create_observable_gauge(
-            metrics.CONSUMER_LAG_MESSAGES,
-            [observe(metrics.CONSUMER_LAG_MESSAGES, self._lag_messages)],
-            description="messages stored and not yet consumed, by group and queue",
-        )
-        meter.create_observable_gauge(
-            metrics.CONSUMER_LAG_LATENCY,
-            [observe(metrics.CONSUMER_LAG_LATENCY, self._lag_latency)],
-            unit="ms",
-            description="age of the oldest unconsumed message, by group and queue",
-        )
-        latency = meter.create_histogram(
+        self._collectors: list[Any] = [
+            metrics.observe(self._registry, name, kind, help, points)
+            for name, kind, points, help in observed
+        ]
+        latency = Histogram(
             metrics.RPC_LATENCY,
-            unit="ms",
-            description="send and pull handling time in the broker (pulls include long polling)",
+            "send and pull handling time in the broker (pulls include long polling)",
+            ("request_code", "invocation_status"),
+            registry=self._registry,
+            buckets=metrics.LATENCY_BUCKETS_MS,
         )
+        self._collectors.append(latency)
+        # one child per (request, outcome), kept: labels() takes the family's lock each time
+        children: dict[tuple[str, str], Any] = {}
 
         def on_latency(request: str, outcome: str, ms: float) -> None:
-            latency.record(ms, {"request_code": request, "invocation_status": outcome})
+            child = children.get((request, outcome))
+            if child is None:
+                child = children[(request, outcome)] = latency.labels(request, outcome)
+            child.observe(ms)
 
         stats.on_latency = on_latency
+        self._host = config.metrics_prom_exporter_host or config.listen_host
+        self._port = config.metrics_prom_exporter_port
         self.endpoint: PrometheusEndpoint | None = None
-        self._gatherer: GroupGatherer | None = None
+        self._scrape: GroupScrape | None = None
         if config.metrics_exporter_type == "PROM":
             peers = [("broker-store", config.store_endpoint)]
             if config.index_endpoint:
@@ -203,27 +214,22 @@ class BrokerMetrics:
                 peers.append(("scheduler", config.scheduler_endpoint))
             if ha_endpoint:
                 peers.append(("ha-replicator", ha_endpoint))
-            self._gatherer = GroupGatherer(peers)
             labels = {
                 "cluster": config.broker_cluster_name,
                 "node_type": "broker",
                 "node_id": f"{config.broker_name}-{config.broker_id}",
             }
-            gatherer = self._gatherer
-            host = config.metrics_prom_exporter_host or config.listen_host
-            port = config.metrics_prom_exporter_port
-            try:
-                self.endpoint = PrometheusEndpoint(
-                    host, port, lambda: metrics.render(gatherer.gather("broker-remoting", labels))
-                )
-            except OSError as exc:  # a busy port costs the endpoint, never the broker
-                log.error("metrics endpoint %s:%d not served: %s", host, port, exc)
+            self._scrape = GroupScrape(("broker-remoting", self._registry), peers, labels)
 
     def start(self) -> str:
-        """Starts the endpoint; its host:port ("" without one)."""
-        if self.endpoint is None:
+        """Serves the endpoint; its host:port ("" without one)."""
+        if self._scrape is None:
             return ""
-        self.endpoint.start()
+        try:
+            self.endpoint = PrometheusEndpoint(self._host, self._port, self._scrape)
+        except OSError as exc:  # a busy port costs the endpoint, never the broker
+            log.error("metrics endpoint %s:%d not served: %s", self._host, self._port, exc)
+            return ""
         return f"{self.endpoint.host}:{self.endpoint.port}"
 
     def _lag_messages(self) -> Points:
@@ -236,8 +242,10 @@ class BrokerMetrics:
         self._stats.on_latency = None
         if self.endpoint is not None:
             self.endpoint.close()
-        if self._gatherer is not None:
-            self._gatherer.close()
+        if self._scrape is not None:
+            self._scrape.close()
+        for collector in self._collectors:
+            self._registry.unregister(collector)
         self._lag.close()
         self._ctx.term()
 

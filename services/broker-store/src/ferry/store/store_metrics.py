@@ -1,42 +1,52 @@
-"""The store's OpenTelemetry metrics (made only when metrics are on): flush latency, told by
-the flusher on the loop, and the CommitLog's size and unflushed bytes, observed at collection
-(plain int reads of loop state)."""
+"""The store's metrics (made only when metrics are on): flush latency, a prometheus_client
+Histogram the flusher feeds on the loop, and the CommitLog's size and unflushed bytes, read at
+collection (plain int reads of loop state)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Histogram
 
 from ferry.runtime import metrics
 from ferry.store.flush import Flusher, FlushPlan
 from ferry.store.store import MessageStore
 
-Points = Iterable[tuple[float, Mapping[str, str]]]
-
 
 class StoreMetrics:
-    def __init__(self, store: MessageStore, flusher: Flusher) -> None:
-        meter = metrics.meter("ferry.store")
-        latency = meter.create_histogram(
+    def __init__(
+        self, store: MessageStore, flusher: Flusher, registry: CollectorRegistry | None = None
+    ) -> None:
+        registry = metrics.registry() if registry is None else registry
+        latency = Histogram(
             metrics.FLUSH_LATENCY,
-            unit="ms",
-            description="time of one flush (fdatasync of the CommitLog, and for full flushes "
+            "time of one flush (fdatasync of the CommitLog, and for full flushes "
             "the ConsumeQueues and checkpoint)",
+            ("flush",),
+            registry=registry,
+            buckets=metrics.FLUSH_BUCKETS_MS,
         )
+        by_kind: dict[str, Any] = {}  # made at a kind's first flush: no series before
 
         def flushed(plan: FlushPlan) -> None:
             kind = "full" if plan.write_checkpoint else "log"
-            latency.record((plan.done_at - plan.started_at) * 1000, {"flush": kind})
+            child = by_kind.get(kind)
+            if child is None:
+                child = by_kind[kind] = latency.labels(kind)
+            child.observe((plan.done_at - plan.started_at) * 1000)
 
         flusher.on_flushed = flushed
-        meter.create_observable_gauge(
-            "rocketmq_storage_commitlog_max_offset",
-            [metrics.observe("commitlog", lambda: [(float(store.log.end), {})])],
-            unit="By",
-            description="end of the CommitLog (bytes ever written)",
+        metrics.observe(
+            registry,
+            metrics.COMMITLOG_MAX_OFFSET,
+            "gauge",
+            "end of the CommitLog (bytes ever written)",
+            lambda: [(float(store.log.end), {})],
         )
-        meter.create_observable_gauge(
-            "rocketmq_storage_unflushed_bytes",
-            [metrics.observe("unflushed", lambda: [(float(store.unflushed_bytes()), {})])],
-            unit="By",
-            description="CommitLog bytes written and not yet known to be on disk",
+        metrics.observe(
+            registry,
+            metrics.UNFLUSHED_BYTES,
+            "gauge",
+            "CommitLog bytes written and not yet known to be on disk",
+            lambda: [(float(store.unflushed_bytes()), {})],
         )

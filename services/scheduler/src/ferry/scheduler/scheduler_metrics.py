@@ -1,41 +1,49 @@
-"""The scheduler's OpenTelemetry metrics (made only when metrics are on), observed at
-collection from the state its loop keeps: half messages waiting for their transaction's end,
-timers pending, messages delivered."""
+"""The scheduler's metrics (made only when metrics are on), read at collection from the state
+its loop keeps: half messages waiting for their transaction's end, timers pending, messages
+delivered."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from prometheus_client import CollectorRegistry
+
 from ferry.runtime import metrics
+from ferry.runtime.metrics import Points
 
 if TYPE_CHECKING:
     from ferry.scheduler.app import SchedulerApp
 
 
 class SchedulerMetrics:
-    def __init__(self, app: SchedulerApp) -> None:
-        meter = metrics.meter("ferry.scheduler")
-        observe = metrics.observe
-        meter.create_observable_gauge(
-            metrics.HALF_MESSAGES,
-            [observe(metrics.HALF_MESSAGES, lambda: [(float(len(app.transactions.table)), {})])],
-            description="half messages whose transaction has not ended (the check backlog)",
-        )
+    def __init__(self, app: SchedulerApp, registry: CollectorRegistry | None = None) -> None:
+        registry = metrics.registry() if registry is None else registry
 
-        def held() -> list[tuple[float, dict[str, str]]]:
+        def held() -> Points:
             points = [(float(app.timers.pending), {"kind": "timer"})]
             for level in app.delays.level_status():
                 waiting = max(0, level.max_offset - level.offset)
                 points.append((float(waiting), {"kind": "delay", "level": str(level.level)}))
             return points
 
-        meter.create_observable_gauge(
-            metrics.DELAYED_MESSAGES,
-            [observe(metrics.DELAYED_MESSAGES, held)],
-            description="messages held until due: timers, and per delay level (retries too)",
+        metrics.observe(
+            registry,
+            metrics.HALF_MESSAGES,
+            "gauge",
+            "half messages whose transaction has not ended (the check backlog)",
+            lambda: [(float(len(app.transactions.table)), {})],
         )
-        meter.create_observable_counter(
-            "rocketmq_scheduled_delivered_messages_total",
-            [observe("delivered", lambda: [(float(app.deliverer.delivered), {})])],
-            description="delayed, timer and retry messages delivered to their real topic",
+        metrics.observe(
+            registry,
+            metrics.DELAYED_MESSAGES,
+            "gauge",
+            "messages held until due: timers, and per delay level (retries too)",
+            held,
+        )
+        metrics.observe(
+            registry,
+            metrics.SCHEDULED_DELIVERED,
+            "counter",
+            "delayed, timer and retry messages delivered to their real topic",
+            lambda: [(float(app.deliverer.delivered), {})],
         )
