@@ -83,6 +83,7 @@ def test_bad_requests_get_4xx_and_the_console_keeps_serving(cluster: LocalCluste
         "/messages?mode=key&topic=LimitsTopic",
         "/message/" + "f" * 32,
         "/trace/message/" + "m" * 500,
+        "/api/trace/message/" + "m" * 500,
         "/group/%25%25%25?topic=***",
         "/nope",
     ]
@@ -132,6 +133,14 @@ def test_the_otlp_receiver_takes_json_and_refuses_what_it_cannot_hold(
     assert (status, reply) == (200, b"{}")
     status, page = get(cluster.console_url + "/traces?msg_id=JSON-MSG")
     assert status == 200 and b"send FromJson" in page and b"1 spans in 1 trace" in page
+    status, raw = get(cluster.console_url + "/api/trace/message/JSON-MSG")
+    found = json.loads(raw)
+    assert status == 200 and found["traces"] == [span["traceId"]]
+    (got,) = found["spans"]
+    assert (got["name"], got["service"], got["kind"]) == ("send FromJson", "js", 4)
+    assert got["attributes"] == {"messaging.message.id": "JSON-MSG"}
+    status, raw = get(cluster.console_url + "/api/trace/message/NOTHING-HERE")
+    assert status == 200 and json.loads(raw)["traces"] == []
 
 
 def test_bad_settings_stop_the_console_before_it_serves(tmp_path: Path) -> None:

@@ -12,10 +12,12 @@ from opentelemetry.proto.resource.v1 import resource_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from ferry.console.otlp import (
+    MAX_MESSAGE_IDS,
     OtlpError,
     TooLargeError,
     decode_request,
     decompress,
+    incoming_spans,
     spans_of,
 )
 
@@ -137,3 +139,33 @@ def test_gzip_is_undone_but_a_bomb_is_stopped_at_the_limit() -> None:
         decompress(b"not gzip", "gzip", 1000)
     with pytest.raises(OtlpError):
         decompress(raw, "br", 1000)
+
+
+def test_message_ids_come_from_attributes_events_and_a_batch_event_and_are_bounded() -> None:
+    batch_ids = [f"{i:032X}" for i in range(5000)]
+    array = common_pb2.AnyValue(
+        array_value=common_pb2.ArrayValue(
+            values=[common_pb2.AnyValue(string_value=v) for v in ("ARR1", "ARR2")]
+        )
+    )
+    span = trace_pb2.Span(
+        trace_id=bytes.fromhex(TRACE),
+        span_id=bytes.fromhex("eee19b7ec3c1b174"),
+        name="send Orders",
+        attributes=[_kv("messaging.message.id", "ONE")],
+        events=[
+            trace_pb2.Span.Event(
+                name="messages",
+                attributes=[
+                    common_pb2.KeyValue(key="messaging.message.id", value=array),
+                    # a long joined string is read whole, not cut like a shown attribute
+                    _kv("ferry.batch.message_ids", ",".join(["ONE", "", "x" * 200, *batch_ids])),
+                ],
+            )
+        ],
+    )
+    request = export_request()
+    request.resource_spans[0].scope_spans[0].spans[0].CopyFrom(span)
+    (incoming,) = incoming_spans(request)
+    assert incoming.message_ids[:3] == ["ONE", "ARR1", "ARR2"]  # once each, empty and long dropped
+    assert incoming.message_ids[3:] == batch_ids[: MAX_MESSAGE_IDS - 3]

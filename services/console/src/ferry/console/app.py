@@ -94,6 +94,7 @@ def build_app(state: ConsoleState) -> Starlette:
         Route("/traces", trace_pages.traces_page),
         Route("/trace/{trace_id}", trace_pages.trace_page),
         Route("/trace/message/{msg_id}", trace_pages.message_trace_page),
+        Route("/api/trace/message/{msg_id}", trace_pages.message_trace_api),
         post("/v1/traces", trace_pages.receive_traces, state.config.otlp_max_request_bytes),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]

@@ -25,6 +25,10 @@ MAX_ATTRIBUTE_CHARS = 2048  # a longer attribute value is cut (a body put in an 
 MAX_EVENTS = 32
 MAX_LINKS = 128
 MESSAGE_ID = "messaging.message.id"
+# the broker's send span lists a batch's ids in one event attribute, joined by ","
+BATCH_MESSAGE_IDS = "ferry.batch.message_ids"
+MAX_MESSAGE_IDS = 4096  # ids indexed per span: a 4 MiB batch of 1 KiB messages
+MAX_ID_CHARS = 128
 _ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
 
@@ -193,6 +197,30 @@ class IncomingSpan:
     blob: bytes
 
 
+def _ids_in(kvs: Any, out: list[str]) -> None:
+    for kv in kvs:
+        if kv.key == MESSAGE_ID:
+            kind = kv.value.WhichOneof("value")
+            if kind == "string_value":
+                out.append(kv.value.string_value)
+            elif kind == "array_value":
+                out.extend(v.string_value for v in kv.value.array_value.values)
+        elif kv.key == BATCH_MESSAGE_IDS and kv.value.WhichOneof("value") == "string_value":
+            out.extend(kv.value.string_value.split(","))
+
+
+def message_ids_of(s: Any) -> list[str]:
+    """The message ids a span names: messaging.message.id (one, or a list), in its attributes
+    or its events, and a batch's ids in an event's ferry.batch.message_ids; at most
+    MAX_MESSAGE_IDS, each at most 128 characters."""
+    found: list[str] = []
+    _ids_in(s.attributes, found)
+    for event in s.events[:MAX_EVENTS]:
+        _ids_in(event.attributes, found)
+    unique = dict.fromkeys(m for m in found if 0 < len(m) <= MAX_ID_CHARS)
+    return list(unique)[:MAX_MESSAGE_IDS]
+
+
 def incoming_spans(request: Any) -> list[IncomingSpan]:
     out: list[IncomingSpan] = []
     for rs in request.resource_spans:
@@ -202,14 +230,7 @@ def incoming_spans(request: Any) -> list[IncomingSpan]:
             for s in ss.spans:
                 _check_ids(s)
                 trace_id = s.trace_id.hex()
-                msg_ids: list[str] = []
-                for kv in s.attributes:
-                    if kv.key == MESSAGE_ID:
-                        value = any_value(kv.value)
-                        if isinstance(value, str):
-                            msg_ids.append(value)
-                        elif isinstance(value, list):
-                            msg_ids.extend(v for v in value if isinstance(v, str))
+                msg_ids = message_ids_of(s)
                 linked = {lk.trace_id.hex() for lk in s.links if len(lk.trace_id) == 16}
                 linked.discard(trace_id)
                 start = int(s.start_time_unix_nano)
@@ -223,7 +244,7 @@ def incoming_spans(request: Any) -> list[IncomingSpan]:
                         scope,
                         start,
                         max(int(s.end_time_unix_nano), start),
-                        [m for m in msg_ids if m][:MAX_LINKS],
+                        msg_ids,
                         sorted(linked)[:MAX_LINKS],
                         s.SerializeToString(),
                     )

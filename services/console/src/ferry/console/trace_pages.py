@@ -4,15 +4,17 @@ path of one message (its traces and every trace linked to them) as a waterfall."
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from ferry.console.cluster_pages import console
 from ferry.console.otlp import (
     JSON,
     PROTOBUF,
+    SpanRecord,
     TooLargeError,
     decode_request,
     decompress,
@@ -82,10 +84,10 @@ def message_trace_page(request: Request) -> Response:
     return message_trace(request, msg_id)
 
 
-def message_trace(request: Request, msg_id: str) -> Response:
+def message_traces(request: Request, msg_id: str) -> tuple[list[str], list[SpanRecord], str]:
     """Traces whose spans name the message, plus the trace in its traceparent property when
     its topic is given (a message sent by a client that exports nowhere still shows the
-    broker's spans), plus the traces linked to or from them."""
+    broker's spans), plus the traces linked to or from them: (trace ids, spans, note)."""
     st = console(request)
     topic = param(request, "topic")
     extra: list[str] = []
@@ -100,11 +102,28 @@ def message_trace(request: Request, msg_id: str) -> Response:
         except FerryError as exc:
             note = f"the message itself was not found: {exc}"
     ids = st.traces.traces_of_message(msg_id, extra)
-    spans = st.traces.spans(ids)
+    return ids, st.traces.spans(ids), note
+
+
+def message_trace(request: Request, msg_id: str) -> Response:
+    st = console(request)
+    _ids, spans, note = message_traces(request, msg_id)
     return st.renderer.page(
         "trace.html",
         title=f"message {msg_id}",
         msg_id=msg_id,
         waterfall=layout(spans),
         note=note,
+    )
+
+
+def message_trace_api(request: Request) -> Response:
+    """The message's path as JSON: {msg_id, traces: [trace id], spans: [span], note}, each
+    span with its service, name, kind, times (ns), attributes, events and links."""
+    msg_id = request.path_params["msg_id"]
+    if len(msg_id) > MAX_MSG_ID_CHARS:
+        raise BadRequest(f"a message id is at most {MAX_MSG_ID_CHARS} characters")
+    ids, spans, note = message_traces(request, msg_id)
+    return JSONResponse(
+        {"msg_id": msg_id, "traces": ids, "spans": [asdict(s) for s in spans], "note": note}
     )

@@ -179,6 +179,6 @@ def error_response(renderer: Renderer, request: Request, exc: Exception) -> Resp
     else:
         log.exception("%s %s failed", request.method, request.url.path)
         status, title, detail = 500, "internal error", f"{type(exc).__name__} (logged)"
-    if request.url.path.startswith("/v1/"):
+    if request.url.path.startswith(("/v1/", "/api/")):
         return PlainTextResponse(f"{title}: {detail}", status_code=status)
     return renderer.error(status, title, detail)
