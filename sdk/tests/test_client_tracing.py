@@ -75,6 +75,10 @@ def test_batch_send_span_counts_messages_and_failure_sets_error_type(
     assert attrs["messaging.batch.message_count"] == 2
     assert attrs["error.type"] == "SystemBusyError"
     assert finished.status.status_code == trace.StatusCode.ERROR
+    # each message of the batch is findable by its id: one event lists them
+    (event,) = finished.events
+    assert event.name == "messages"
+    assert dict(event.attributes or {}) == {"ferry.batch.message_ids": "A,B"}
 
 
 def test_receive_span_links_to_each_message_creation_context(

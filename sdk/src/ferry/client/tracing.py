@@ -24,6 +24,9 @@ log = logging.getLogger("ferry.client.tracing")
 
 SYSTEM = "rocketmq"
 TRACER_NAME = "ferry.client"
+# A batch's message ids, joined by ",", in one span event (as the broker's send span has them)
+BATCH_EVENT = "messages"
+BATCH_IDS = "ferry.batch.message_ids"
 
 
 class Tracing:
@@ -87,9 +90,12 @@ class Tracing:
                     )
             else:
                 attributes["messaging.batch.message_count"] = len(msgs)
-            return self._tracer.start_span(
+            span = self._tracer.start_span(
                 f"send {topic}", kind=SpanKind.PRODUCER, attributes=attributes
             )
+            if len(msgs) > 1:  # no per-message attribute for a batch: its ids in one event
+                span.add_event(BATCH_EVENT, {BATCH_IDS: ",".join(msg_ids)})
+            return span
         except Exception:  # noqa: BLE001 - _failed logs it, once
             _failed("send span")
             return None
