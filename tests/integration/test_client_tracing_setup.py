@@ -7,6 +7,8 @@ real cluster; an OTLP/HTTP receiver (itest_support.OtlpSink) stands in for the b
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -20,6 +22,8 @@ from ferry.client import Admin
 pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent
+README = Path(__file__).parents[2] / "README.md"
+CONSOLE = "http://127.0.0.1:8080"
 OTLP_PRODUCER = 4  # SpanKind.PRODUCER in OTLP
 
 APP = """
@@ -78,23 +82,26 @@ def topic(cluster: Cluster) -> None:
         admin.create_topic("TracedApp", 1, 1)
 
 
+def readme_traces(lang: str) -> str:
+    """The README's block of that language in its "Traces" section."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Traces\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(rf"```{lang}\n(.*?)```", section, re.S)
+    return str(block)
+
+
 @pytest.mark.usefixtures("topic")
-def test_opentelemetry_instrument_traces_the_clients_of_an_unchanged_app(
+def test_opentelemetry_instrument_traces_an_unchanged_app_as_the_readme_says(
     cluster: Cluster, otlp_sink: OtlpSink, tmp_path: Path
 ) -> None:
-    env = {
-        **os.environ,
-        "OTEL_SERVICE_NAME": "instrumented-app",
-        "OTEL_TRACES_EXPORTER": "otlp",
-        "OTEL_METRICS_EXPORTER": "none",
-        "OTEL_LOGS_EXPORTER": "none",
-        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_sink.endpoint,
-        "OTEL_BSP_SCHEDULE_DELAY": "100",
-    }
-    out = run_app(tmp_path, cluster, env, "", str(BIN / "opentelemetry-instrument"))
+    block = readme_traces("sh").replace(CONSOLE, otlp_sink.endpoint)
+    words = [w for w in shlex.split(block.replace("\\\n", " ")) if w != "export"]
+    settings = dict(w.split("=", 1) for w in words if "=" in w)
+    assert [w for w in words if "=" not in w][:3] == ["uv", "run", "opentelemetry-instrument"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    out = run_app(tmp_path, cluster, {**env, **settings}, "", str(BIN / "opentelemetry-instrument"))
     one_id, batch_ids = out.split()
-    check(sends(otlp_sink, "instrumented-app", 2), one_id, batch_ids)
+    check(sends(otlp_sink, settings["OTEL_SERVICE_NAME"], 2), one_id, batch_ids)
 
 
 @pytest.mark.usefixtures("topic")
@@ -102,7 +109,8 @@ def test_enable_tracing_is_the_one_line_an_app_adds(
     cluster: Cluster, otlp_sink: OtlpSink, tmp_path: Path
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    setup = f"import ferry.client\nferry.client.enable_tracing({otlp_sink.endpoint!r})\n"
+    setup = readme_traces("python").replace(CONSOLE, otlp_sink.endpoint)
+    assert "enable_tracing" in setup
     out = run_app(tmp_path, cluster, env, setup)
     one_id, batch_ids = out.split()
     check(sends(otlp_sink, "app", 2), one_id, batch_ids)  # the script's name
