@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from importlib.metadata import version
 
 from ferry.namesrv.route_table import BrokerRef, RouteTable
 from ferry.protocol.errors import InvalidParameterError
@@ -27,8 +26,11 @@ from ferry.protocol.messages import (
 from ferry.protocol.names import check_topic
 from ferry.runtime.config import NamesrvConfig
 from ferry.runtime.service import Call, Service, announce_ready
+from ferry.runtime.version import package_version
 
 log = logging.getLogger("ferry.namesrv")
+
+SERVICE_NAME = "namesrv"
 
 MAX_PORT = 65535
 
@@ -81,7 +83,7 @@ class NamesrvApp:
     def __init__(self, config: NamesrvConfig) -> None:
         self.config = config
         self.table = RouteTable()
-        self.service = Service("namesrv", version=version("ferry-namesrv"))
+        self.service = Service(SERVICE_NAME, version=package_version("ferry-namesrv"))
         endpoint = self.service.bind_router(f"tcp://{config.listen_host}:{config.listen_port}")
         self.addr = advertised(endpoint)
         self.service.on(RegisterBrokerRequest, self._register)
@@ -95,7 +97,7 @@ class NamesrvApp:
         self.service.every(config.scan_not_active_broker_interval / 1000, self._scan)
 
     def run(self) -> None:
-        announce_ready("namesrv", addr=self.addr)
+        announce_ready(SERVICE_NAME, addr=self.addr)
         log.info("namesrv serving on %s", self.addr)
         self.service.run()
 
