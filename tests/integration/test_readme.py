@@ -19,8 +19,10 @@ def _blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
 
 
-def test_readme_tour_runs(cluster: Cluster, tmp_path: Path) -> None:
-    env = {**os.environ, "NAMESRV_ADDR": cluster.namesrv}
+def run_tour(namesrv: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The tour as written: its `uv run ferry admin` lines, then its Python saved as tour.py
+    and run; the documented name server address becomes `namesrv`."""
+    env = {**os.environ, "NAMESRV_ADDR": namesrv}
     commands = [
         ln
         for block in _blocks("sh")
@@ -29,7 +31,7 @@ def test_readme_tour_runs(cluster: Cluster, tmp_path: Path) -> None:
     ]
     assert len(commands) >= 4
     for line in commands:
-        args = line.split("#")[0].replace("127.0.0.1:9876", cluster.namesrv).split()[2:]
+        args = line.split("#")[0].replace("127.0.0.1:9876", namesrv).split()[2:]
         args[0] = str(BIN / args[0])
         done = subprocess.run(
             args, capture_output=True, text=True, env=env, timeout=60, check=False
@@ -47,6 +49,11 @@ def test_readme_tour_runs(cluster: Cluster, tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_readme_tour_runs(cluster: Cluster, tmp_path: Path) -> None:
+    done = run_tour(cluster.namesrv, tmp_path)
     assert "SEND_OK" in done.stdout
     assert "b'hello ferry'" in done.stdout
     assert done.stdout.count("b'batch ") == 10
