@@ -102,11 +102,6 @@ def resource_attributes(
     return attributes
 
 
-def enable_for_tests(registry: CollectorRegistry) -> None:
-    """Marks metrics on with a test's own registry."""
-    _state["registry"] = registry
-
-
 def enabled() -> bool:
     return _state["registry"] is not None
 
