@@ -396,6 +396,11 @@ class StoreStatusReply(Reply, frozen=True, tag="store_status_reply"):
     recovered_offset: int = 0  # as in StoreReadLogReply
     log_syncs: int = 0  # flushes of the CommitLog since start (group commits share one)
     disk_full: bool = False  # above diskSpaceWarningLevelRatio: puts are refused
+    # the file system holding the store: used ratio as the disk guard measures it (0..1), and
+    # its size and the bytes still available (0: not measured)
+    disk_used_ratio: float = 0.0
+    disk_total_bytes: int = 0
+    disk_free_bytes: int = 0
 
 
 class DispatchNotice(msgspec.Struct, frozen=True, tag="dispatch", tag_field="t"):
@@ -1003,6 +1008,8 @@ class GetProducerConnectionListRequest(Request, frozen=True, tag="get_producer_c
 
 class ProducerConnectionReply(Reply, frozen=True, tag="producer_connections"):
     connections: list[ClientConnection]
+    # every producer group with a live producer on this broker (the console lists them)
+    groups: list[str] = []
 
 
 class ResetOffsetRequest(Request, frozen=True, tag="reset_offset"):

@@ -128,6 +128,9 @@ class AdminProcessor:
                     commitLogFlushedOffset=str(body.flushed_offset),
                     storeTopicCount=str(body.topics),
                     storeQueueCount=str(body.queues),
+                    commitLogDiskRatio=f"{body.disk_used_ratio:.4f}",
+                    commitLogDiskTotalBytes=str(body.disk_total_bytes),
+                    commitLogDiskFreeBytes=str(body.disk_free_bytes),
                 )
             elif isinstance(body, ErrorReply):
                 info["storeStatus"] = f"unavailable: {body.message}"

@@ -86,7 +86,9 @@ class ClientAdmin:
     ) -> ProducerConnectionReply:
         check_group(req.producer_group)
         infos = self._clients.clients_of(producer_group=req.producer_group)
-        return ProducerConnectionReply(connections=[connection(i) for i in infos])
+        return ProducerConnectionReply(
+            connections=[connection(i) for i in infos], groups=self._clients.producer_groups()
+        )
 
     def reset_offset(self, req: ResetOffsetRequest, call: Call) -> None:
         check_group(req.consumer_group)

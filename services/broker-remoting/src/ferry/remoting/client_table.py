@@ -119,6 +119,9 @@ class ClientTable:
             or producer_group in self._clients[cid].producer_groups
         ]
 
+    def producer_groups(self) -> list[str]:
+        return sorted({group for info in self._clients.values() for group in info.producer_groups})
+
     def consumer_groups(self) -> set[str]:
         return {group for info in self._clients.values() for group in info.consumers}
 
