@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
@@ -282,3 +289,57 @@ def test_a_failing_handler_marks_its_span_with_the_response_code() -> None:
     assert not telemetry.traced(NOT_SAMPLED)
     assert telemetry.traced(SAMPLED) and telemetry.traced("")
     exporter.shutdown()
+
+
+class _OtlpSink(BaseHTTPRequestHandler):
+    bodies: ClassVar[list[bytes]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path == "/v1/metrics":
+            self.bodies.append(body)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+def test_otlp_http_sends_counters_and_histograms_to_the_endpoint() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _OtlpSink)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    code = textwrap.dedent(
+        """
+        from prometheus_client import Histogram
+        from ferry.runtime import metrics, telemetry
+        telemetry.setup_telemetry("svc", None)
+        registry = metrics.registry()
+        metrics.observe(registry, "ferry_test_total", "counter", "h", lambda: [(4, {})])
+        hist = Histogram("ferry_test_ms", "h", registry=registry, buckets=(1.0, 10.0))
+        hist.observe(5.0)
+        telemetry.shutdown_telemetry()
+        """
+    )
+    try:
+        env = os.environ | {
+            "OTEL_METRICS_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+            "OTEL_TRACES_EXPORTER": "none",
+        }
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=60, env=env)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert _OtlpSink.bodies, "no OTLP metrics request reached the endpoint"
+    request = ExportMetricsServiceRequest.FromString(_OtlpSink.bodies[-1])
+    (resource,) = request.resource_metrics
+    found = {m.name: m for m in resource.scope_metrics[0].metrics}
+    assert found["ferry_test_total"].sum.data_points[0].as_double == 4.0
+    assert found["ferry_test_total"].sum.is_monotonic
+    (point,) = found["ferry_test_ms"].histogram.data_points
+    assert list(point.bucket_counts) == [0, 1, 0] and point.count == 1 and point.sum == 5.0
+    assert not point.HasField("min")  # Prometheus keeps none: left out, not made up
