@@ -53,7 +53,7 @@ class BrokerStats:
     # messages moved to a DLQ, by (DLQ topic, group); transactions ended, by resolution
     dlq: dict[Key, int] = field(default_factory=dict)
     transactions: dict[str, int] = field(default_factory=dict)
-    # set when OTel metrics are on (broker_metrics.py): (request, outcome, ms)
+    # set when metrics are on (broker_metrics.py): (request, outcome, ms)
     on_latency: Callable[[str, str, float], None] | None = None
     # (monotonic time, copy of puts, copy of gets), oldest first
     samples: collections.deque[tuple[float, dict[Key, int], dict[Key, int]]] = field(
