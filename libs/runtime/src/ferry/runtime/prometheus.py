@@ -1,12 +1,13 @@
 """The broker group's one Prometheus scrape target (metricsExporterType=PROM).
 
 broker-remoting serves GET /metrics on metricsPromExporterHost:metricsPromExporterPort (5557,
-as RocketMQ) with prometheus_client's HTTP server, over a registry holding one collector,
-GroupScrape. At each scrape it takes its own process's metrics and asks the group's other
-processes (store, index, scheduler, ha-replicator) for theirs with MetricsRequest, each sample
-labelled with the process it came from. The scrape runs on the HTTP server's thread with its
-own ZeroMQ sockets, never on the service loop; a process that does not answer within the
-timeout is left out of that scrape (and named in ferry_scrape_errors).
+as RocketMQ) with prometheus_client's HTTP server (which answers any path alike), over a
+registry holding one collector, GroupScrape. At each scrape it takes its own process's metrics
+and asks the group's other processes (store, index, scheduler, ha-replicator) for theirs with
+MetricsRequest, each sample labelled with the process it came from. The scrape runs on the
+HTTP server's thread with its own ZeroMQ sockets, never on the service loop; a process that
+does not answer within the timeout is left out of that scrape (and named in
+ferry_scrape_errors).
 """
 
 from __future__ import annotations
