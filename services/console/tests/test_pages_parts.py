@@ -1,15 +1,21 @@
-"""The parts of pages that need no cluster: body previews, the waterfall, charts, times."""
+"""The parts of pages that need no cluster: body previews, the waterfall, charts, times,
+uptimes and sizes, topic status, producers merged over brokers."""
 
 from __future__ import annotations
 
 import pytest
 
+from ferry.console.broker_pages import uptime
 from ferry.console.charts import line_chart
+from ferry.console.cluster_pages import topic_status
 from ferry.console.message_pages import preview
 from ferry.console.otlp import SpanLink, SpanRecord
+from ferry.console.producer_pages import producers_of
 from ferry.console.waterfall import layout
-from ferry.console.web import BadRequest, parse_time
+from ferry.console.web import BadRequest, fmt_bytes, fmt_duration, parse_time
+from ferry.protocol.codes import Perm
 from ferry.protocol.errors import InvalidParameterError
+from ferry.protocol.messages import ClientConnection, ProducerConnectionReply
 from ferry.runtime.launcher import traces_to
 
 
@@ -91,3 +97,53 @@ def test_dev_up_points_exporters_at_the_console_unless_otel_says_otherwise() -> 
     for key in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER"):
         kept = traces_to("http://127.0.0.1:8080", {key: "set"})
         assert "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" not in kept
+
+
+def test_durations_and_sizes_read_as_people_write_them() -> None:
+    assert [
+        fmt_duration(s * 1000) for s in (0, 45, 125, 3600 * 3 + 240, 86_400 * 3 + 3600 * 4)
+    ] == [
+        "0s",
+        "45s",
+        "2m 5s",
+        "3h 4m",
+        "3d 4h",
+    ]
+    assert [fmt_bytes(n) for n in (None, 512, 1536, 5 * 2**30)] == [
+        "-",
+        "512 B",
+        "1.5 KiB",
+        "5.0 GiB",
+    ]
+    now = 1_000_000_000
+    assert uptime({"bootTimestamp": str(now - 125_000)}, now) == "2m 5s"
+    runtime = "[ 3 days, 4 hours, 0 minutes, 9 seconds ]"  # a broker without bootTimestamp
+    assert uptime({"runtime": runtime}, now) == "3d 4h"
+    assert uptime({"runtime": "garbage"}, now) == "-"
+
+
+def test_a_topic_status_says_what_its_brokers_allow() -> None:
+    rw, r, w = Perm.READ_WRITE, Perm.READ, Perm.WRITE
+    assert [topic_status(p) for p in ([rw, rw], [r], [w], [0], [rw, r], [])] == [
+        "ok",
+        "read-only",
+        "write-only",
+        "no access",
+        "partial",
+        "no route",
+    ]
+
+
+def test_producers_are_one_row_per_client_over_the_brokers() -> None:
+    def conn(cid: str, seen: int) -> ClientConnection:
+        return ClientConnection(cid, "10.0.0.1", "PYTHON", "0.1.0", seen)
+
+    replies = {
+        "b:1": ProducerConnectionReply([conn("p1", 5), conn("p2", 7)], groups=["G"]),
+        "a:1": ProducerConnectionReply([conn("p1", 9)], groups=["G"]),
+    }
+    rows = producers_of(replies, {"a:1": "broker-a", "b:1": "broker-b"})
+    assert [(r.client_id, r.brokers, r.last_heartbeat_ms) for r in rows] == [
+        ("p1", ["broker-a", "broker-b"], 9),
+        ("p2", ["broker-b"], 7),
+    ]

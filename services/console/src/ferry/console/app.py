@@ -21,7 +21,13 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ferry.client import Admin
-from ferry.console import cluster_pages, message_pages, trace_pages
+from ferry.console import (
+    broker_pages,
+    cluster_pages,
+    message_pages,
+    producer_pages,
+    trace_pages,
+)
 from ferry.console.config import ConsoleConfig
 from ferry.console.sampler import Sampler
 from ferry.console.state import ConsoleState
@@ -79,7 +85,7 @@ def post(path: str, endpoint: Callable[..., Any], limit: int = MAX_FORM_BYTES) -
 def build_app(state: ConsoleState) -> Starlette:
     routes = [
         Route("/healthz", healthz),
-        Route("/", cluster_pages.cluster_page),
+        Route("/", broker_pages.cluster_page),
         Route("/topics", cluster_pages.topics_page),
         post("/topics", cluster_pages.update_topic),
         Route("/topic/{topic}", cluster_pages.topic_page),
@@ -87,6 +93,7 @@ def build_app(state: ConsoleState) -> Starlette:
         Route("/group", cluster_pages.group_lookup),
         Route("/group/{group}", cluster_pages.group_page),
         post("/group/{group}/reset", cluster_pages.reset_offset),
+        Route("/producers", producer_pages.producers_page),
         Route("/messages", message_pages.messages_page),
         Route("/message/{offset_msg_id}", message_pages.message_page),
         post("/message/{offset_msg_id}/resend", message_pages.resend),

@@ -1,8 +1,9 @@
-"""The cluster, topics and consumer group pages."""
+"""The topics and consumer group pages."""
 
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from starlette.concurrency import run_in_threadpool
@@ -14,10 +15,13 @@ from ferry.client.allocate import allocate
 from ferry.console.charts import line_chart
 from ferry.console.state import ConsoleState
 from ferry.console.web import BadRequest, form, int_value, param, parse_time, same_origin
+from ferry.protocol.codes import Perm
 from ferry.protocol.errors import FerryError
+from ferry.protocol.messages import TopicConfig
 from ferry.protocol.names import DLQ_PREFIX, RETRY_PREFIX, check_group, check_topic, is_system_topic
 
 MAX_TOPICS_LISTED = 500
+MAX_LIVE_TOTALS = 32  # topics the sampler skips (system, DLQ) counted at page time
 ASSIGNMENT_STRATEGY = "averagely"
 
 
@@ -34,92 +38,92 @@ def topic_kind(topic: str) -> str:
     return "system" if is_system_topic(topic) else "normal"
 
 
-# ---- cluster ----
+# ---- topics ----
 
 
 @dataclass(frozen=True)
-class BrokerRow:
-    cluster: str
-    broker_name: str
-    broker_id: int
-    addr: str
-    role: str
-    version: str
-    tps_in: float | None
-    tps_out: float | None
-    put_total: str
-    get_total: str
-    runtime: str
-    error: str
+class TopicRow:
+    topic: str
+    kind: str
+    brokers: list[str]  # broker groups holding it
+    read_queues: int  # over those brokers
+    write_queues: int
+    perm: str  # RW, R, W or - (per broker, when they differ)
+    status: str  # ok, read-only, write-only, no access, partial (brokers differ), no route
+    messages: int | None  # stored (max offset - min offset over the queues)
+    tps: float | None
 
 
-def cluster_page(request: Request) -> Response:
-    st = console(request)
-    info = st.admin.cluster_info()
-    rows: list[BrokerRow] = []
-    charts: list[str] = []
-    for cluster, names in sorted(info.clusters.items()):
-        for name in sorted(names):
-            data = info.brokers.get(name)
-            for bid, addr in sorted((data.broker_addrs if data else {}).items()):
-                try:
-                    rt, error = st.admin.broker_runtime_info(addr), ""
-                except FerryError as exc:
-                    rt, error = {}, str(exc)
-                rows.append(
-                    BrokerRow(
-                        cluster,
-                        name,
-                        bid,
-                        addr,
-                        rt.get("brokerRole", "MASTER" if bid == 0 else "SLAVE"),
-                        rt.get("brokerVersion", "?"),
-                        st.sampler.latest(f"broker-in:{addr}"),
-                        st.sampler.latest(f"broker-out:{addr}"),
-                        rt.get("putMessageTotal", "-"),
-                        rt.get("getMessageTotal", "-"),
-                        rt.get("runtime", "-"),
-                        error,
-                    )
-                )
-                charts.append(
-                    line_chart(
-                        f"{name} #{bid} messages in per second",
-                        st.sampler.series(f"broker-in:{addr}"),
-                        "msg/s in",
-                    )
-                )
-    namesrvs = [a for a in st.config.namesrv_addr.split(";") if a]
-    rounds, sample_error = st.sampler.status()
-    return st.renderer.page(
-        "cluster.html",
-        brokers=rows,
-        charts=charts,
-        namesrvs=namesrvs,
-        rounds=rounds,
-        sample_error=sample_error,
+def _perm_text(perm: int) -> str:
+    text = ("R" if perm & Perm.READ else "") + ("W" if perm & Perm.WRITE else "")
+    return text or "-"
+
+
+def topic_status(perms: Sequence[int]) -> str:
+    """ok, read-only, write-only, no access, partial (brokers differ) or no route."""
+    if not perms:
+        return "no route"
+    readable = {bool(p & Perm.READ) for p in perms}
+    writable = {bool(p & Perm.WRITE) for p in perms}
+    if len(readable) > 1 or len(writable) > 1:
+        return "partial"
+    names = {(True, True): "ok", (True, False): "read-only", (False, True): "write-only"}
+    return names.get((readable.pop(), writable.pop()), "no access")
+
+
+def topic_configs(st: ConsoleState) -> dict[str, list[tuple[str, TopicConfig]]]:
+    """topic -> (broker name, its config there), one request per master."""
+    out: dict[str, list[tuple[str, TopicConfig]]] = {}
+    for name, addr in st.admin.master_addrs().items():
+        try:
+            configs = st.admin.topic_configs(addr)
+        except FerryError:
+            continue
+        for config in configs:
+            out.setdefault(config.topic_name, []).append((name, config))
+    return out
+
+
+def topic_row(
+    st: ConsoleState, topic: str, configs: list[tuple[str, TopicConfig]], messages: int | None
+) -> TopicRow:
+    perms = [c.perm for _, c in configs]
+    return TopicRow(
+        topic,
+        topic_kind(topic),
+        [name for name, _ in configs],
+        sum(c.read_queue_nums for _, c in configs),
+        sum(c.write_queue_nums for _, c in configs),
+        "/".join(dict.fromkeys(_perm_text(p) for p in perms)) or "-",
+        topic_status(perms),
+        messages,
+        st.sampler.latest(f"topic-in:{topic}"),
     )
 
 
-# ---- topics ----
+def _stored(st: ConsoleState, topic: str) -> int | None:
+    try:
+        stats = st.admin.topic_stats(topic)
+    except FerryError:
+        return None
+    return sum(q.max_offset - q.min_offset for qs in stats.values() for q in qs)
 
 
 def topics_page(request: Request) -> Response:
     st = console(request)
     show = param(request, "show", "normal")
-    topics = sorted(st.admin.topic_list())
-    listed = [
-        (t, topic_kind(t), st.sampler.latest(f"topic-in:{t}"))
-        for t in topics
-        if show == "all" or topic_kind(t) == show
-    ]
-    return st.renderer.page(
-        "topics.html",
-        topics=listed[:MAX_TOPICS_LISTED],
-        total=len(listed),
-        show=show,
-        message="",
-    )
+    topics = [t for t in sorted(st.admin.topic_list()) if show == "all" or topic_kind(t) == show]
+    configs = topic_configs(st)
+    totals = st.sampler.topic_totals()
+    rows: list[TopicRow] = []
+    live = 0
+    for topic in topics[:MAX_TOPICS_LISTED]:
+        messages = totals.get(topic)
+        if messages is None and live < MAX_LIVE_TOTALS:  # not sampled: asked now, a few
+            live += 1
+            messages = _stored(st, topic)
+        rows.append(topic_row(st, topic, configs.get(topic, []), messages))
+    return st.renderer.page("topics.html", topics=rows, total=len(topics), show=show, message="")
 
 
 def topic_page(request: Request) -> Response:

@@ -1,6 +1,7 @@
 """Samples the cluster on a period for the charts: messages in and out per broker, messages
 in per topic, lag per consumer group. Each series is a small ring buffer of (time ms, value);
-the latest sample of each group (its topics and lag) also feeds the groups page."""
+the latest sample of each group (its topics, lag, consume TPS and clients) feeds the groups
+page, and each topic's stored message count the topics page."""
 
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ class GroupSample:
     topics: list[str]
     lag: int
     at_ms: int
+    tps: float = 0.0  # messages pulled per second, over the brokers' last minute
+    clients: int = 0  # live members
+    consume_type: str = ""  # PUSH / PULL, as the members say
+    message_model: str = ""  # CLUSTERING / BROADCASTING
 
 
 @dataclass
@@ -41,6 +46,7 @@ class Samples:
     slots: int
     series: dict[str, Series] = field(default_factory=dict)
     groups: dict[str, GroupSample] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=dict)  # topic -> messages stored
     rounds: int = 0
     last_error: str = ""
 
@@ -96,6 +102,10 @@ class Sampler:
         with self._lock:
             return sorted(self._samples.groups.values(), key=lambda g: g.group)
 
+    def topic_totals(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._samples.totals)
+
     def status(self) -> tuple[int, str]:
         with self._lock:
             return self._samples.rounds, self._samples.last_error
@@ -117,7 +127,7 @@ class Sampler:
 
     def sample_once(self) -> None:
         now = int(self._clock() * 1000)
-        self._sample_brokers(now)
+        group_tps = self._sample_brokers(now)
         topics = [
             t
             for t in sorted(self._admin.topic_list())
@@ -125,6 +135,7 @@ class Sampler:
         ][: self._max_topics]
         max_offsets: dict[str, dict[tuple[str, int], int]] = {}
         group_topics: dict[str, list[str]] = {}
+        totals: dict[str, int] = {}
         for topic in topics:
             try:
                 stats = self._admin.topic_stats(topic)
@@ -133,6 +144,7 @@ class Sampler:
                 log.debug("topic %s not sampled: %s", topic, exc)
                 continue
             offsets = {(b, q.queue_id): q.max_offset for b, qs in stats.items() for q in qs}
+            totals[topic] = sum(q.max_offset - q.min_offset for qs in stats.values() for q in qs)
             max_offsets[topic] = offsets
             self._rate(f"topic-in:{topic}", sum(offsets.values()), now)
             for group in groups:
@@ -144,25 +156,51 @@ class Sampler:
             except FerryError as exc:
                 log.debug("group %s not sampled: %s", group, exc)
                 continue
-            sampled[group] = GroupSample(group, group_topics[group], lag, now)
+            sampled[group] = self._group_sample(
+                group, group_topics[group], lag, now, group_tps.get(group, 0.0)
+            )
             with self._lock:
                 self._samples.add(f"group-lag:{group}", now, lag)
         with self._lock:
             self._samples.groups = sampled
+            self._samples.totals = totals
             self._samples.rounds += 1
             self._samples.last_error = ""
 
-    def _sample_brokers(self, now: int) -> None:
+    def _sample_brokers(self, now: int) -> dict[str, float]:
+        """Each broker's message rates; returns each group's consume TPS over the brokers."""
         info = self._admin.cluster_info()
+        group_tps: dict[str, float] = {}
         for data in info.brokers.values():
             for addr in data.broker_addrs.values():
                 try:
                     runtime = self._admin.broker_runtime_info(addr)
+                    traffic = self._admin.broker_stats(addr)
                 except FerryError as exc:
                     log.debug("broker %s not sampled: %s", addr, exc)
                     continue
                 self._rate(f"broker-in:{addr}", int(runtime.get("putMessageTotal", "0")), now)
                 self._rate(f"broker-out:{addr}", int(runtime.get("getMessageTotal", "0")), now)
+                for row in traffic.get:
+                    group_tps[row.group] = group_tps.get(row.group, 0.0) + row.tps
+        return group_tps
+
+    def _group_sample(
+        self, group: str, topics: list[str], lag: int, now: int, tps: float
+    ) -> GroupSample:
+        """The group's live members (union over the brokers) and how they consume."""
+        members: set[str] = set()
+        consume_type = message_model = ""
+        try:
+            for reply in self._admin.consumer_connections(group).values():
+                members.update(c.client_id for c in reply.connections)
+                consume_type = consume_type or reply.consume_type
+                message_model = message_model or reply.message_model
+        except FerryError as exc:
+            log.debug("members of %s not sampled: %s", group, exc)
+        return GroupSample(
+            group, topics, lag, now, round(tps, 2), len(members), consume_type, message_model
+        )
 
     def _lag(self, group: str, topic: str, max_offsets: dict[tuple[str, int], int]) -> int:
         lag = 0

@@ -62,6 +62,31 @@ def fmt_ms(ms: int | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}"
 
 
+def fmt_duration(ms: int) -> str:
+    """A duration by its two largest units: "45s", "2m 5s", "3h 4m", "3d 4h"."""
+    seconds = max(0, ms) // 1000
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")]
+    while len(parts) > 1 and parts[0][0] == 0:
+        parts.pop(0)
+    return " ".join(f"{n}{unit}" for n, unit in parts[:2])
+
+
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def fmt_bytes(n: int | float | None) -> str:
+    """1536 -> "1.5 KiB"; None -> "-"."""
+    if n is None:
+        return "-"
+    value, unit = float(n), 0
+    while abs(value) >= 1024 and unit < len(_BYTE_UNITS) - 1:
+        value, unit = value / 1024, unit + 1
+    return f"{value:.0f} B" if unit == 0 else f"{value:.1f} {_BYTE_UNITS[unit]}"
+
+
 def fmt_input(ms: int) -> str:
     """A time as the time inputs take it (UTC)."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
@@ -76,6 +101,8 @@ def make_env() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["ms"] = fmt_ms
+    env.filters["bytes"] = fmt_bytes
+    env.filters["duration"] = fmt_duration
     env.filters["q"] = lambda s: urllib.parse.quote(str(s), safe="")
     return env
 
