@@ -63,7 +63,7 @@ def test_messages_wait_while_requests_are_in_flight_and_leave_together() -> None
     acc.in_flight -= 1
     (batch,) = acc.ready(0.2, 4)
     assert ids(batch) == [f"ID{i}" for i in range(1, 6)]
-    assert {id(f._condition) for f in futures} == {id(batch.outcome.cond)}  # one lock a batch
+    assert {id(f._outcome) for f in futures} == {id(batch.outcome)}  # one lock a batch
 
 
 def test_a_partial_batch_leaves_when_its_linger_is_over() -> None:
