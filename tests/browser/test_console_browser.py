@@ -9,6 +9,7 @@ downloaded. Where they are missing the tests fail in CI and skip elsewhere."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 import time
@@ -24,7 +25,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.trace import Link, SpanKind
+from opentelemetry.trace import Link, NoOpTracerProvider, SpanKind
 from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
@@ -39,6 +40,7 @@ from ferry.client import (
     Producer,
     PushConsumer,
 )
+from ferry.console.web import fmt_bytes
 from ferry.protocol.errors import FerryError
 from ferry.runtime.launcher import LocalCluster, start_local_cluster
 
@@ -287,6 +289,7 @@ def test_console_pages_show_the_cluster_and_its_messages(
     sent, consumer = send_and_consume(console)
     try:
         check_pages(console, browser, sent)
+        check_dashboard_views(console, browser)
     finally:
         consumer.shutdown()
 
@@ -304,6 +307,14 @@ def test_console_pages_show_the_cluster_and_its_messages(
     submit(browser, "topic-form", perm="4")
     # the old page shows the route too: wait until the answer shows the new permission
     wait_for_page(browser, lambda: element_text(browser, "route").split()[-1:] == ["4"])
+    # the topic list says so: read-only
+    open_until(
+        browser,
+        url + "/topics",
+        lambda _t: topic_cells(browser, TOPIC).get("status") == "read-only",
+        what="the topic read-only on the list",
+    )
+    assert topic_cells(browser, TOPIC)["perm"] == "R"
 
 
 def check_pages(console: Console, browser: webdriver.Chrome, sent: Sent) -> None:
@@ -390,8 +401,108 @@ def check_pages(console: Console, browser: webdriver.Chrome, sent: Sent) -> None
     assert send_rows, "the producer's send span is shown"
     send_id = send_rows[0].get_attribute("id")
     links = browser.find_elements(By.CSS_SELECTOR, "a.span-link")
-    assert any(a.get_attribute("href").endswith("#" + send_id) for a in links)
+    assert any(str(a.get_attribute("href")).endswith(f"#{send_id}") for a in links)
     screenshot(browser, "trace")
+
+
+def cells(row: Any) -> dict[str, str]:
+    """A table row's cells by their class (the column)."""
+    out: dict[str, str] = {}
+    for cell in row.find_elements(By.CSS_SELECTOR, "td[class]"):
+        for name in str(cell.get_attribute("class")).split():
+            out[name] = str(cell.text)
+    return out
+
+
+def row_cells(driver: webdriver.Chrome, table: str, attr: str, value: str) -> dict[str, str]:
+    """The cells of the row of `table` whose data-`attr` is value; {} while it is not there."""
+    try:
+        rows = driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr[data-{attr}]")
+        row = next((r for r in rows if r.get_attribute(f"data-{attr}") == value), None)
+        return cells(row) if row is not None else {}
+    except StaleElementReferenceException:
+        return {}
+
+
+def topic_cells(driver: webdriver.Chrome, topic: str) -> dict[str, str]:
+    return row_cells(driver, "topics", "topic", topic)
+
+
+def check_dashboard_views(c: Console, browser: webdriver.Chrome) -> None:
+    """What rocketmq-dashboard users look for: per broker uptime, CommitLog and disk; topics
+    with queues, perm, status and message totals; groups with clients and consume TPS; the
+    producers. Values are checked against what the cluster itself says."""
+    url = c.url
+    with Admin(c.namesrv) as admin:
+        rt = admin.broker_runtime_info(c.cluster.broker_addr)
+    browser.get(url + "/")
+    broker = cells(browser.find_element(By.CSS_SELECTOR, "#brokers tbody tr"))
+    assert re.fullmatch(r"\d+[dhms]( \d+[dhms])?", broker["uptime"]), broker["uptime"]
+    held = int(rt["commitLogMaxOffset"]) - int(rt["commitLogMinOffset"])
+    assert held > 0 and broker["commitlog"] == fmt_bytes(held)
+    shown = float(broker["disk-used"].removesuffix(" %"))  # the disk is shared: it moves a bit
+    assert abs(shown - float(rt["commitLogDiskRatio"]) * 100) < 1 and 0 < shown < 100
+    total = fmt_bytes(int(rt["commitLogDiskTotalBytes"]))
+    assert broker["disk-free"].endswith(f" of {total}")
+    screenshot(browser, "cluster-usage")
+
+    # topics: route, queues, perm, status and the 4 messages stored (3 sent, 1 resent)
+    open_until(
+        browser,
+        url + "/topics",
+        lambda _t: topic_cells(browser, TOPIC).get("messages") == "4",
+        what="the topic's stored messages on the list",
+    )
+    row = topic_cells(browser, TOPIC)
+    assert (row["brokers"], row["read-queues"], row["write-queues"]) == ("broker-a", "4", "4")
+    assert (row["perm"], row["status"]) == ("RW", "ok")
+    # the dead letter, and its resent copy that failed again (counted live: not sampled)
+    open_until(
+        browser,
+        url + "/topics?show=dlq",
+        lambda _t: topic_cells(browser, f"%DLQ%{GROUP}").get("messages") == "2",
+        what="both dead letters counted",
+    )
+    screenshot(browser, "topics")
+
+    # groups: the running member, push and clustering, messages pulled per second
+    open_until(
+        browser,
+        url + "/groups",
+        lambda _t: row_cells(browser, "groups", "group", GROUP).get("clients") == "1",
+        what="the group's live member on the list",
+    )
+    group = row_cells(browser, "groups", "group", GROUP)
+    assert (group["consume-type"], group["model"]) == ("PUSH", "CLUSTERING")
+    assert float(group["tps"]) > 0  # its pulls are within the brokers' last minute
+    screenshot(browser, "groups-dashboard")
+
+    # producers: a live producer group, then its producer
+    with Producer("ConsoleLiveProducers", c.namesrv, tracer_provider=NoOpTracerProvider()) as live:
+        sent = live.send_batch([Message(TOPIC, f"untraced {i}".encode()) for i in range(3)])
+        open_until(
+            browser,
+            url + "/producers",
+            lambda _t: (
+                row_cells(browser, "producer-groups", "group", "ConsoleLiveProducers").get("count")
+                == "1"
+            ),
+            what="the live producer group",
+        )
+        browser.find_element(By.LINK_TEXT, "ConsoleLiveProducers").click()
+        wait_element(browser, "producer-group", "ConsoleLiveProducers")
+        (producer,) = browser.find_elements(By.CSS_SELECTOR, "#producers tbody tr")
+        assert cells(producer)["client-id"] == live.client_id
+        assert cells(producer)["brokers"] == "broker-a" and "PYTHON" in producer.text
+        screenshot(browser, "producers")
+    # a message of a batch from a producer that traces nothing: the broker's spans, by its id
+    open_until(
+        browser,
+        f"{url}/trace/message/{sent.msg_ids[1]}",
+        lambda t: f"send {TOPIC}" in t and "ferry-broker-store" in t,
+        what="the broker's spans of an untraced batch message",
+    )
+    assert "ferry-broker-remoting" in browser.find_element(By.ID, "trace-services").text
 
 
 def test_spans_from_the_sdk_exporter_show_on_the_message_trace_page(
@@ -421,7 +532,7 @@ def test_spans_from_the_sdk_exporter_show_on_the_message_trace_page(
     assert "send Orders" in page and "store Orders" in page
     send_id = f"span-{send.get_span_context().span_id:016x}"
     link = browser.find_element(By.CSS_SELECTOR, "a.span-link")
-    assert link.get_attribute("href").endswith("#" + send_id)
+    assert str(link.get_attribute("href")).endswith(f"#{send_id}")
     screenshot(browser, "otlp-trace")
     browser.get(console.url + "/traces")
     assert "receive Orders" in text(browser)  # a root of its own in the recent traces
