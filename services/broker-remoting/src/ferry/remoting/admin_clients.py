@@ -24,9 +24,9 @@ from ferry.protocol.names import check_group, check_topic
 from ferry.remoting.client_table import ClientInfo, ClientTable
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.member_notices import MemberNotifier
-from ferry.remoting.stats import SAMPLE_INTERVAL_S, BrokerStats
+from ferry.remoting.stats import BrokerStats
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
-from ferry.runtime.service import Call, Service
+from ferry.runtime.service import Call
 
 log = logging.getLogger("ferry.remoting.admin")
 
@@ -44,7 +44,6 @@ def connection(info: ClientInfo) -> ClientConnection:
 class ClientAdmin:
     def __init__(
         self,
-        service: Service,
         clients: ClientTable,
         groups: SubscriptionGroupTable,
         offsets: ConsumerOffsetTable,
@@ -58,12 +57,6 @@ class ClientAdmin:
         self._offsets = offsets
         self._notifier = notifier
         self._stats = stats
-        service.on(GetConsumerConnectionListRequest, self.consumer_connections)
-        service.on(GetProducerConnectionListRequest, self.producer_connections)
-        service.on(ResetOffsetRequest, self.reset_offset)
-        service.on(GetBrokerStatsRequest, self.broker_stats)
-        stats.sample()
-        service.every(SAMPLE_INTERVAL_S, stats.sample)
 
     def consumer_connections(
         self, req: GetConsumerConnectionListRequest, _call: Call

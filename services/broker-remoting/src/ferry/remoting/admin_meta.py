@@ -29,7 +29,7 @@ from ferry.protocol.names import check_group, check_topic, is_system_topic
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
-from ferry.runtime.service import Call, Peer, Service
+from ferry.runtime.service import Call, Peer
 
 log = logging.getLogger("ferry.remoting.admin")
 
@@ -52,7 +52,6 @@ def relay(call: Call, what: str) -> Callable[[AnyReply, list[Any]], None]:
 class MetadataAdmin:
     def __init__(
         self,
-        service: Service,
         store: Peer,
         topics: TopicTable,
         groups: SubscriptionGroupTable,
@@ -64,11 +63,6 @@ class MetadataAdmin:
         self._groups = groups
         self._offsets = offsets
         self._on_topics_changed = on_topics_changed
-        service.on(DeleteTopicRequest, self.delete_topic)
-        service.on(UpdateSubscriptionGroupRequest, self.update_group)
-        service.on(DeleteSubscriptionGroupRequest, self.delete_group)
-        service.on(GetAllSubscriptionGroupRequest, self.all_groups)
-        service.on(CleanExpiredConsumeQueueRequest, self.clean_expired)
 
     # ---- topics ----
 

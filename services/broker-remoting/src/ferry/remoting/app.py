@@ -19,14 +19,22 @@ from ferry.protocol.codes import Perm
 from ferry.protocol.errors import ConfigError
 from ferry.protocol.messages import (
     AnyReply,
+    CleanExpiredConsumeQueueRequest,
     ConsumerSendMsgBackRequest,
     DeleteExpiredCommitLogRequest,
+    DeleteSubscriptionGroupRequest,
+    DeleteTopicRequest,
     EndTransactionRequest,
+    GetAllSubscriptionGroupRequest,
     GetAllTopicConfigRequest,
+    GetBrokerConfigRequest,
     GetBrokerRuntimeInfoRequest,
+    GetBrokerStatsRequest,
+    GetConsumerConnectionListRequest,
     GetConsumerListByGroupRequest,
     GetMaxOffsetRequest,
     GetMinOffsetRequest,
+    GetProducerConnectionListRequest,
     GetTopicStatsRequest,
     HeartbeatRequest,
     LockBatchRequest,
@@ -34,8 +42,10 @@ from ferry.protocol.messages import (
     PongReply,
     PullMessageRequest,
     QueryConsumerOffsetRequest,
+    QueryMessageRequest,
     QueryTopicConsumeByWhoRequest,
     RegisterBrokerRequest,
+    ResetOffsetRequest,
     SchedulerStatusRequest,
     SearchOffsetByTimestampRequest,
     SendMessageRequest,
@@ -44,7 +54,9 @@ from ferry.protocol.messages import (
     UnlockBatchRequest,
     UnregisterBrokerRequest,
     UnregisterClientRequest,
+    UpdateBrokerConfigRequest,
     UpdateConsumerOffsetRequest,
+    UpdateSubscriptionGroupRequest,
     UpdateTopicRequest,
     ViewMessageRequest,
 )
@@ -61,7 +73,7 @@ from ferry.remoting.group_topics import GroupTopics
 from ferry.remoting.ha_wait import SlaveAckWait
 from ferry.remoting.live_config import LiveConfig
 from ferry.remoting.member_notices import MemberNotifier
-from ferry.remoting.message_query import wire_message_queries
+from ferry.remoting.message_query import MessageQueryProcessor
 from ferry.remoting.pull import PullProcessor
 from ferry.remoting.queue_locks import QueueLockProcessor, QueueLockTable
 from ferry.remoting.registration import NamesrvRegistrar, parse_namesrv_addr, register_period_s
@@ -69,7 +81,7 @@ from ferry.remoting.scheduler_link import SchedulerLink
 from ferry.remoting.send import SendProcessor
 from ferry.remoting.send_back import SendBackProcessor
 from ferry.remoting.slave_sync import MasterSyncProcessor, SlaveSynchronizer
-from ferry.remoting.stats import BrokerStats, now_ms
+from ferry.remoting.stats import SAMPLE_INTERVAL_S, BrokerStats, now_ms
 from ferry.remoting.store_queries import StoreQueryProcessor
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
@@ -237,7 +249,8 @@ class RemotingApp:
         service.on(SearchOffsetByTimestampRequest, queries.search_offset)
         service.on(ViewMessageRequest, queries.view_message)
         service.on(DeleteExpiredCommitLogRequest, queries.delete_expired)
-        wire_message_queries(service, store, config)
+        index = service.connect_peer(config.index_endpoint) if config.index_endpoint else None
+        service.on(QueryMessageRequest, MessageQueryProcessor(store, index).query_message)
         # transactions: checks come from the scheduler, which also knows earlier ends
         tx_peer = (
             service.connect_peer(config.scheduler_endpoint) if config.scheduler_endpoint else None
@@ -257,16 +270,21 @@ class RemotingApp:
         """mqadmin's requests beyond AdminProcessor's: deleteTopic, sub groups, connections,
         resetOffsetByTime, statsAll, cleanExpiredCQ, get/updateBrokerConfig."""
         service = self.service
-        MetadataAdmin(service, store, self.topics, self.groups, self.offsets, self._topics_changed)
-        ClientAdmin(
-            service,
-            self.clients,
-            self.groups,
-            self.offsets,
-            notifier,
-            self.stats,
-            self.config.broker_name,
+        meta = MetadataAdmin(store, self.topics, self.groups, self.offsets, self._topics_changed)
+        service.on(DeleteTopicRequest, meta.delete_topic)
+        service.on(UpdateSubscriptionGroupRequest, meta.update_group)
+        service.on(DeleteSubscriptionGroupRequest, meta.delete_group)
+        service.on(GetAllSubscriptionGroupRequest, meta.all_groups)
+        service.on(CleanExpiredConsumeQueueRequest, meta.clean_expired)
+        clients = ClientAdmin(
+            self.clients, self.groups, self.offsets, notifier, self.stats, self.config.broker_name
         )
+        service.on(GetConsumerConnectionListRequest, clients.consumer_connections)
+        service.on(GetProducerConnectionListRequest, clients.producer_connections)
+        service.on(ResetOffsetRequest, clients.reset_offset)
+        service.on(GetBrokerStatsRequest, clients.broker_stats)
+        self.stats.sample()  # statsAll's rates are over the samples taken since
+        service.every(SAMPLE_INTERVAL_S, self.stats.sample)
 
         def apply(config: BrokerConfig, keys: set[str]) -> None:
             send.apply_config(config)
@@ -280,7 +298,9 @@ class RemotingApp:
                 )
                 self._topics_changed()  # the name servers learn of it now
 
-        LiveConfig(service, self.config, store, apply)
+        live = LiveConfig(self.config, store, apply)
+        service.on(GetBrokerConfigRequest, live.get)
+        service.on(UpdateBrokerConfigRequest, live.update)
 
     def _wire_ha(self, send: SendProcessor) -> None:
         """SYNC_MASTER sends wait for a slave's ack; slaves copy their master's metadata."""

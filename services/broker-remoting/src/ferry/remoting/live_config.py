@@ -28,7 +28,7 @@ from ferry.protocol.messages import (
 )
 from ferry.remoting.state_file import write_atomic
 from ferry.runtime.config import ALIASES, BrokerConfig, overlay_path, read_overlay
-from ferry.runtime.service import Call, Peer, Service
+from ferry.runtime.service import Call, Peer
 
 log = logging.getLogger("ferry.remoting.config")
 
@@ -65,7 +65,6 @@ def config_properties(config: BrokerConfig) -> dict[str, str]:
 class LiveConfig:
     def __init__(
         self,
-        service: Service,
         config: BrokerConfig,
         store: Peer,
         apply: Callable[[BrokerConfig, set[str]], None],
@@ -74,8 +73,6 @@ class LiveConfig:
         self._store = store
         self._apply = apply
         self._fields = {f.encode_name: f.name for f in msgspec.structs.fields(BrokerConfig)}
-        service.on(GetBrokerConfigRequest, self.get)
-        service.on(UpdateBrokerConfigRequest, self.update)
 
     def get(self, _req: GetBrokerConfigRequest, _call: Call) -> BrokerConfigReply:
         return BrokerConfigReply(

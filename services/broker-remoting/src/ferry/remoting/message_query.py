@@ -29,8 +29,7 @@ from ferry.protocol.messages import (
     ViewMessageRequest,
 )
 from ferry.protocol.names import check_topic
-from ferry.runtime.config import BrokerConfig
-from ferry.runtime.service import Call, Peer, Service
+from ferry.runtime.service import Call, Peer
 
 MAX_QUERY_NUM = 1000
 MAX_KEY_LENGTH = 1024
@@ -134,9 +133,10 @@ class _Gather:
 
 
 class MessageQueryProcessor:
-    def __init__(self, service: Service, store: Peer, index_endpoint: str) -> None:
+    def __init__(self, store: Peer, index: Peer | None) -> None:
+        """`index`: the index service (indexEndpoint), or None when the broker has none."""
         self._store = store
-        self._index = service.connect_peer(index_endpoint) if index_endpoint else None
+        self._index = index
 
     def query_message(self, req: QueryMessageRequest, call: Call) -> None:
         check_query(req)
@@ -167,9 +167,3 @@ class MessageQueryProcessor:
             traceparent=call.traceparent,
             tracestate=call.tracestate,
         )
-
-
-def wire_message_queries(service: Service, store: Peer, config: BrokerConfig) -> None:
-    """Registers QUERY_MESSAGE (app.py calls this once)."""
-    processor = MessageQueryProcessor(service, store, config.index_endpoint)
-    service.on(QueryMessageRequest, processor.query_message)

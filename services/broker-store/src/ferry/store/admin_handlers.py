@@ -6,7 +6,7 @@ stay until retention deletes their segments."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import msgspec
 
@@ -22,9 +22,7 @@ from ferry.protocol.names import check_topic
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.service import Call
 from ferry.store.retention import RetentionPolicy
-
-if TYPE_CHECKING:
-    from ferry.store.app import StoreApp
+from ferry.store.store import MessageStore
 
 log = logging.getLogger("ferry.store.admin")
 
@@ -35,19 +33,23 @@ LIVE_KEYS = frozenset(
 
 
 class StoreAdminHandlers:
-    def __init__(self, app: StoreApp) -> None:
-        self._app = app
-        app.service.on(StoreDeleteTopicRequest, self.delete_topic)
-        app.service.on(CleanExpiredConsumeQueueRequest, self.clean_expired)
-        app.service.on(StoreUpdateConfigRequest, self.update_config)
+    """`quiesce()` waits until no file is in the flush worker's hands (before files are
+    deleted); `config` is the one in force, which update_config changes."""
+
+    def __init__(
+        self, store: MessageStore, quiesce: Callable[[], None], config: BrokerConfig
+    ) -> None:
+        self._store = store
+        self._quiesce = quiesce
+        self._config = config
 
     def delete_topic(self, req: StoreDeleteTopicRequest, _call: Call) -> QueuesCleanedReply:
         check_topic(req.topic)
-        queues = self._app.store.queues
+        queues = self._store.queues
         ids = sorted(qid for topic, qid in queues.queues if topic == req.topic)
         if not ids:
             return QueuesCleanedReply(queues=0, files=0)
-        self._app._commit.quiesce()  # no flush may hold a file being deleted
+        self._quiesce()  # no flush may hold a file being deleted
         files = sum(queues.remove(req.topic, qid) for qid in ids)
         log.info("topic %s: %d ConsumeQueue(s), %d file(s) deleted", req.topic, len(ids), files)
         return QueuesCleanedReply(queues=len(ids), files=files)
@@ -58,9 +60,9 @@ class StoreAdminHandlers:
         """As RocketMQ's cleanExpiredConsumerQueue: a queue whose last entry points below the
         CommitLog's min offset holds nothing readable and goes whole; others lose the entries
         and files below it."""
-        store = self._app.store
+        store = self._store
         log_min = store.log.min_offset
-        self._app._commit.quiesce()
+        self._quiesce()
         removed = files = entries = 0
         for (topic, qid), cq in list(store.queues.queues.items()):
             last = cq.last_entry()
@@ -86,8 +88,7 @@ class StoreAdminHandlers:
         wrong = sorted(set(req.properties) - LIVE_KEYS)
         if wrong:
             raise InvalidParameterError(f"the store cannot change {', '.join(wrong)} live")
-        app = self._app
-        values = msgspec.to_builtins(app.config)
+        values = msgspec.to_builtins(self._config)
         values.update(req.properties)
         try:
             config = msgspec.convert(values, BrokerConfig, strict=False)
@@ -95,8 +96,8 @@ class StoreAdminHandlers:
             policy = RetentionPolicy.from_config(config)
         except (msgspec.ValidationError, ConfigError) as exc:
             raise InvalidParameterError(f"bad value: {exc}") from None
-        app.config = config
-        app.store.retention.policy = policy
+        self._config = config
+        self._store.retention.policy = policy
         log.info(
             "config changed live: %s", ", ".join(f"{k}={v}" for k, v in req.properties.items())
         )

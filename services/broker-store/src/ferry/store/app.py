@@ -16,21 +16,27 @@ from ferry.protocol.codes import PullStatus, SendStatus
 from ferry.protocol.errors import FerryError, InvalidParameterError, ServiceNotAvailableError
 from ferry.protocol.frames import NOBLOCK, recv_ready, send_frames
 from ferry.protocol.messages import (
+    CleanExpiredConsumeQueueRequest,
     DeleteExpiredCommitLogRequest,
     DispatchNotice,
     OffsetReply,
     OkReply,
     SearchOffsetByTimestampRequest,
+    StoreAppendRawRequest,
+    StoreDeleteTopicRequest,
     StoreGetReply,
     StoreGetRequest,
+    StoreLogDigestRequest,
     StorePutReply,
     StorePutRequest,
     StoreQueueOffsetsReply,
     StoreQueueOffsetsRequest,
     StoreReadLogReply,
     StoreReadLogRequest,
+    StoreReadRawRequest,
     StoreStatusReply,
     StoreStatusRequest,
+    StoreUpdateConfigRequest,
     ViewMessageReply,
     ViewMessageRequest,
 )
@@ -91,8 +97,16 @@ class StoreApp:
         service.on(SearchOffsetByTimestampRequest, self._search_offset)
         service.on(ViewMessageRequest, self._view_message)
         service.on(DeleteExpiredCommitLogRequest, self._delete_expired)
-        StoreAdminHandlers(self)  # mqadmin: deleteTopic, cleanExpiredCQ, live retention keys
-        ReplicaHandlers(self)  # HA: raw log reads (master), raw appends (slave), digests
+        # mqadmin: deleteTopic, cleanExpiredCQ, live retention keys
+        admin = StoreAdminHandlers(store, self._commit.quiesce, config)
+        service.on(StoreDeleteTopicRequest, admin.delete_topic)
+        service.on(CleanExpiredConsumeQueueRequest, admin.clean_expired)
+        service.on(StoreUpdateConfigRequest, admin.update_config)
+        # HA: raw log reads (master), raw appends (slave), digests
+        replica = ReplicaHandlers(store, self._slave, self._publish, self._wake)
+        service.on(StoreReadRawRequest, replica.read_raw)
+        service.on(StoreAppendRawRequest, replica.append_raw)
+        service.on(StoreLogDigestRequest, replica.digest)
         service.every(POLL_SWEEP_S, self._expire_polls)
         service.every(DISK_CHECK_S, self._check_disk)
         service.every(config.clean_resource_interval / 1000, self._clean)

@@ -3,7 +3,7 @@ slave's) and log digests (both, to detect divergence). See replica.py."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from ferry.protocol.errors import InvalidParameterError
 from ferry.protocol.messages import (
@@ -16,24 +16,29 @@ from ferry.protocol.messages import (
 )
 from ferry.runtime.service import Call, HandlerResult
 from ferry.store import replica
-
-if TYPE_CHECKING:
-    from ferry.store.app import StoreApp
+from ferry.store.store import MessageStore
 
 MAX_READ_BYTES = 64 * 1024 * 1024
 
 
 class ReplicaHandlers:
-    def __init__(self, app: StoreApp) -> None:
-        self._app = app
-        self._slave = app.config.broker_role == "SLAVE"
-        service = app.service
-        service.on(StoreReadRawRequest, self.read_raw)
-        service.on(StoreAppendRawRequest, self.append_raw)
-        service.on(StoreLogDigestRequest, self.digest)
+    """`publish(start, stop)` tells the dispatch feed of appended log bytes; `wake(topic,
+    queue_id)` answers the gets held on a queue that grew."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        slave: bool,
+        publish: Callable[[int, int], None],
+        wake: Callable[[str, int], None],
+    ) -> None:
+        self._store = store
+        self._slave = slave
+        self._publish = publish
+        self._wake = wake
 
     def read_raw(self, req: StoreReadRawRequest, _call: Call) -> HandlerResult:
-        log_ = self._app.store.log
+        log_ = self._store.log
         got = replica.read_raw(log_, req.from_offset, min(max(req.max_bytes, 1), MAX_READ_BYTES))
         reply = StoreReadRawReply(
             from_offset=got.from_offset,
@@ -49,17 +54,16 @@ class ReplicaHandlers:
             raise InvalidParameterError("raw appends are for a SLAVE's store (brokerRole)")
         if len(call.payload) != 1:
             raise InvalidParameterError("a raw append carries exactly one payload frame")
-        app = self._app
         next_offset, records, grown = replica.append_raw(
-            app.store, req.from_offset, call.payload[0]
+            self._store, req.from_offset, call.payload[0]
         )
-        app._publish(req.from_offset, next_offset)
+        self._publish(req.from_offset, next_offset)
         for topic, queue_id in grown:
-            app._wake(topic, queue_id)
+            self._wake(topic, queue_id)
         return StoreAppendRawReply(next_offset=next_offset, records=records)
 
     def digest(self, req: StoreLogDigestRequest, _call: Call) -> StoreLogDigestReply:
-        log_ = self._app.store.log
+        log_ = self._store.log
         return StoreLogDigestReply(
             from_offset=req.from_offset,
             to_offset=req.to_offset,

@@ -19,8 +19,10 @@ from ferry.protocol.errors import ServiceNotAvailableError
 from ferry.protocol.frames import recv_ready
 from ferry.protocol.messages import (
     DispatchNotice,
+    HaHelloRequest,
     HaStatusReply,
     HaStatusRequest,
+    HaTransferRequest,
     HaWaitAckRequest,
 )
 from ferry.runtime import metrics
@@ -54,6 +56,9 @@ class HaApp:
             self.service.on(HaWaitAckRequest, self._not_a_master)
         else:
             self.master = MasterReplicator(config, self.service, self.store, self._follow_feed)
+            self.service.on(HaHelloRequest, self.master.hello)
+            self.service.on(HaTransferRequest, self.master.transfer)
+            self.service.on(HaWaitAckRequest, self.master.wait_ack)
             feed = self.service.ctx.socket(zmq.SUB)
             feed.linger = 0
             feed.rcvhwm = FEED_HWM

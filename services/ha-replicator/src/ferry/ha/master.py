@@ -137,9 +137,6 @@ class MasterReplicator:
         self._max_gap = config.ha_max_gap_not_in_sync
         # a slave asks again at least every heartbeat interval; twice that is silence
         self._alive_s = 2 * config.ha_send_heartbeat_interval / 1000 + 1.0
-        service.on(HaHelloRequest, self.hello)
-        service.on(HaTransferRequest, self.transfer)
-        service.on(HaWaitAckRequest, self.wait_ack)
 
     # ---- the store's log bounds ----
 

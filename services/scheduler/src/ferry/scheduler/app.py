@@ -27,6 +27,8 @@ from ferry.protocol.messages import (
     SchedulerStatusRequest,
     StoreStatusReply,
     StoreStatusRequest,
+    TransactionChecksRequest,
+    TransactionStateRequest,
 )
 from ferry.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC, TRANSACTION_TOPICS
 from ferry.runtime import metrics
@@ -87,6 +89,9 @@ class SchedulerApp:
         self.transactions = TransactionChecker(
             self.service, self.store, CheckerSettings.from_config(config), self.root
         )
+        # remoting may poll before start(): a poll is held until checks are due
+        self.service.on(TransactionChecksRequest, self.transactions.handle_checks)
+        self.service.on(TransactionStateRequest, self.transactions.handle_state)
         self.components: list[Component] = [self.delays, self.timers, self.transactions]
         # ---- end of COMPONENTS
         if metrics.enabled():

@@ -130,9 +130,6 @@ class TransactionChecker:
         self._held: tuple[Call, int] | None = None  # remoting's long poll, and its max
         self._search: CopySearch | None = None  # the round's search for copies after marks
         self._closed = False
-        # remoting may poll before start(): it is held until checks are due
-        service.on(TransactionChecksRequest, self.handle_checks)
-        service.on(TransactionStateRequest, self.handle_state)
         self.checks_sent = 0
         self.discarded = 0
         self.searches = 0
