@@ -1,4 +1,5 @@
 import logging
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -84,5 +85,6 @@ def test_internal_endpoints_default_to_ipc_under_the_run_dir_or_tcp_when_too_lon
 
 
 def test_package_version_is_the_installed_one_or_empty() -> None:
-    assert package_version("ferry-runtime") == "0.1.0"
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert package_version("ferry-runtime") == pyproject["project"]["version"]
     assert package_version("ferry-no-such-package") == ""

@@ -43,7 +43,10 @@ def parse_service_args(
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("-c", "--conf", dest="conf_file", help="config file (Java properties)")
     for flag in flags:
-        parser.add_argument(*flag.names, dest=flag.key, type=flag.type, help=flag.help)
+        metavar = flag.names[-1].lstrip("-").upper().replace("-", "_")  # --data-dir: DATA_DIR
+        parser.add_argument(
+            *flag.names, dest=flag.key, type=flag.type, metavar=metavar, help=flag.help
+        )
     parser.add_argument(
         "--set",
         dest="overrides",
