@@ -34,12 +34,12 @@ def test_a_body_or_a_key_that_looks_like_uniq_key_is_not_taken_for_an_id() -> No
     assert record_ids(frame[:-5], 2) == ""
 
 
-def spans_of(frame: bytes, count: int) -> dict[str, object]:
+def spans_of(frame: bytes, count: int, given: str = "") -> dict[str, object]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     span = provider.get_tracer("t").start_span("send SpanTopic")
-    add_message_ids(span, frame, count)
+    add_message_ids(span, frame, count, given)
     span.end()
     (done,) = exporter.get_finished_spans()
     events = {e.name: dict(e.attributes or {}) for e in done.events}
@@ -53,3 +53,12 @@ def test_one_message_gets_the_attribute_and_a_batch_one_event() -> None:
     assert batch == {"attributes": {}, "events": {BATCH_EVENT: {BATCH_IDS: "A1,B2"}}}
     # garbage gives no event and no error
     assert spans_of(b"\x00" * 10, 3) == {"attributes": {}, "events": {}}
+
+
+def test_ids_the_producer_sent_are_taken_as_they_are() -> None:
+    frame = rec(b"a", {"UNIQ_KEY": "A1"}) + rec(b"b", {"UNIQ_KEY": "B2"})
+    batch = spans_of(frame, 2, given="G1,G2")
+    assert batch["events"] == {BATCH_EVENT: {BATCH_IDS: "G1,G2"}}
+    assert spans_of(rec(b"a", {"UNIQ_KEY": "A1"}), 1, given="G1")["attributes"] == {
+        "messaging.message.id": "G1"
+    }

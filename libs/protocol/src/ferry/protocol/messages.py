@@ -183,6 +183,9 @@ class SendMessageRequest(Request, frozen=True, tag="send"):
     # a transaction's half message (count 1): stored aside in RMQ_SYS_TRANS_HALF_TOPIC, with
     # the topic and queue picked here in its REAL_TOPIC / REAL_QID properties, until it ends
     transactional: bool = False
+    # the records' msg ids (UNIQ_KEY) joined by ",", as a producer has them at hand: the
+    # broker's send span lists them as they are; "" and the broker finds them in the records
+    msg_ids: str = ""
 
 
 class SendMessageReply(Reply, frozen=True, tag="send_reply"):

@@ -195,7 +195,7 @@ class SendProcessor:
             else:
                 call.fail(BrokerSystemError(f"store answered a put with {type(body).__name__}"))
             if span is not None:  # after the answer: the sender does not wait for the ids
-                add_message_ids(span, call.payload[0], req.count)
+                add_message_ids(span, call.payload[0], req.count, req.msg_ids)
                 error = telemetry.code_name(body.code) if isinstance(body, ErrorReply) else ""
                 telemetry.end_span(span, error)
 

@@ -4,9 +4,11 @@ msg_id (UNIQ_KEY) in a trace backend, batches included, with no client tracing s
 OpenTelemetry's messaging conventions put one message's id in `messaging.message.id`; a batch
 has no per-message attribute, so its ids go in one span event `messages`, as one string
 `ferry.batch.message_ids` (the ids joined by ","): a string array would cost the SDK's per-value
-checks, 25 µs a batch of 128. The ids are found with one regex pass over the records (in C,
-only for a traced send, after the sender has its answer); when it finds more or fewer ids than
-records (a body or another property that looks like the key), the records are walked exactly.
+checks, 25 µs a batch of 128). A producer that sends the ids it has at hand (the request's
+msg_ids) costs nothing more; otherwise they are found with one regex pass over the records (in
+C, only for a traced send, after the sender has its answer: about 55 µs a batch of 128 x 1 KiB);
+when it finds more or fewer ids than records (a body or another property that looks like the
+key), the records are walked exactly.
 """
 
 from __future__ import annotations
@@ -66,11 +68,12 @@ def _walk(view: memoryview, count: int) -> list[str]:
     return out
 
 
-def add_message_ids(span: Span, frame: Any, count: int) -> None:
+def add_message_ids(span: Span, frame: Any, count: int, given: str = "") -> None:
     """messaging.message.id on a one-message send; one `messages` event listing the ids of a
-    batch. Never raises: a span is not worth a failed send."""
+    batch: `given` (the request's msg_ids), else found in the records. Never raises: a span is
+    not worth a failed send."""
     try:
-        ids = record_ids(frame, count)
+        ids = given[: count * (MAX_ID_BYTES + 1)] or record_ids(frame, count)
         if count == 1:
             if ids:
                 span.set_attribute(MESSAGE_ID, ids)
