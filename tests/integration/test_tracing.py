@@ -154,6 +154,9 @@ def test_plain_send_and_consume_is_one_trace_with_the_conventions_attributes(
     assert remoting.attributes["messaging.destination.name"] == "Traced"
     assert remoting.attributes["messaging.operation.type"] == "send"
     assert "messaging.destination.partition.id" in remoting.attributes
+    # the broker names the message itself: found by its id with no client tracing too
+    assert remoting.attributes["messaging.message.id"] == result.msg_id
+    assert remoting.attributes["messaging.system"] == "rocketmq"
     store = one(found, STORE, "store append")
     assert store.parent_span_id == remoting.span_id
     assert store.attributes["messaging.batch.message_count"] == 1
