@@ -304,7 +304,7 @@ def direct_ready(c: Connection, deadline_s: float = 5.0) -> None:
     while time.monotonic() < deadline:
         assert expect(c.request(PingRequest(), direct=True), PongReply)
         lease = c._lease()
-        if lease is not None and lease.direct.sock.poll(0, 2):  # POLLOUT: connected
+        if lease is not None and lease.direct.client.connect().poll(0, 2):  # POLLOUT: connected
             return
         time.sleep(0.01)  # wait-ok: polling within a deadline
     raise AssertionError("the direct socket never connected")

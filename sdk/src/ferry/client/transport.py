@@ -16,13 +16,13 @@ Requests go out only on a completed connection (ZMQ_IMMEDIATE): while a peer is 
 than wait out their timeout in a queue nobody reads, and none is delivered late after its
 caller gave up. A producer then retries on another broker within its send timeout.
 
-A blocking request may also go `direct`: the calling thread sends on a DEALER of its own and
-waits on that socket for the reply, which saves the two thread hand-offs (caller -> I/O thread,
-I/O thread -> caller) of the queued path; a sync send is its hot user. A thread borrows one of
-at most MAX_DIRECT such sockets per connection (returned when the thread ends); whatever the
-direct socket cannot do at once (not connected yet, peer down, socket full) goes the queued
-way, and the I/O thread's view of the peer (its disconnect monitor) still fails a direct wait
-early.
+A blocking request may also go `direct`: the calling thread sends on a DEALER of its own (a
+ferry.protocol.rpc.BlockingClient) and waits on that socket for the reply, which saves the two
+thread hand-offs (caller -> I/O thread, I/O thread -> caller) of the queued path; a sync send
+is its hot user. A thread borrows one of at most MAX_DIRECT such sockets per connection
+(returned when the thread ends); whatever the direct socket cannot do at once (not connected
+yet, peer down, socket full) goes the queued way, and the I/O thread's view of the peer (its
+disconnect monitor) still fails a direct wait early.
 """
 
 from __future__ import annotations
@@ -52,9 +52,10 @@ from ferry.protocol.errors import (
     RequestTimeoutError,
     error_for,
 )
-from ferry.protocol.frames import recv_frames, recv_ready, send_frames
-from ferry.protocol.framing import FrameError, RequestCodec, RequestEnvelope
+from ferry.protocol.frames import recv_ready, send_frames
+from ferry.protocol.framing import FrameError, ReplyEnvelope, RequestCodec, RequestEnvelope
 from ferry.protocol.messages import AnyReply, AnyRequest, ErrorReply, Reply
+from ferry.protocol.rpc import BlockingClient
 
 log = logging.getLogger("ferry.client.transport")
 
@@ -149,23 +150,20 @@ class _Waker:
 
 
 class _Direct:
-    """A DEALER for blocking requests, used by one thread at a time (its lock held)."""
+    """A blocking client for direct requests, used by one thread at a time (its lock held)."""
 
     def __init__(self, ctx: zmq.Context[Any], address: str) -> None:
         self.lock = threading.Lock()
-        self.codec = RequestCodec()
-        self.ids = itertools.count(1)
         self.open = True
-        sock: zmq.Socket[Any] = ctx.socket(zmq.DEALER)
-        sock.linger = 0
-        sock.immediate = True  # a send fails at once (zmq.Again) until the peer is connected
-        sock.rcvtimeo = DIRECT_SLICE_MS
-        sock.connect(endpoint_of(address))
-        self.sock = sock
+        # immediate: a send fails at once (zmq.Again) until the peer is connected
+        self.client = BlockingClient(
+            endpoint_of(address), ctx, immediate=True, slice_ms=DIRECT_SLICE_MS
+        )
+        self.client.connect()  # connecting starts now, not on the first request
 
     def close(self) -> None:
         self.open = False
-        self.sock.close(linger=0)
+        self.client.reset()
 
 
 class _Lease:
@@ -371,59 +369,49 @@ class Connection:
         with direct.lock:
             if not direct.open or self._closing:
                 return None
-            sock = direct.sock
-            rid = next(direct.ids)
-            env = RequestEnvelope(rid, body, traceparent, tracestate)
-            try:
-                frames = direct.codec.request_frames(env, payload)
-            except (msgspec.EncodeError, TypeError, ValueError) as exc:
-                raise FerryError(f"cannot send {type(body).__name__}: {exc}") from None
+            client = direct.client
             big = payload is not None and any(len(f) >= ZERO_COPY_MIN for f in payload)
             disconnects = self._disconnects
-            deadline = time.monotonic() + timeout_s
             try:
-                send_frames(sock, frames, NOBLOCK, not big)
+                rid = client.send(
+                    body,
+                    payload,
+                    traceparent=traceparent,
+                    tracestate=tracestate,
+                    flags=NOBLOCK,
+                    copy=not big,
+                )
             except zmq.Again:
                 return None  # not connected (yet), or full: nothing was sent
+            except (msgspec.EncodeError, TypeError, ValueError) as exc:
+                raise FerryError(f"cannot send {type(body).__name__}: {exc}") from None
             except zmq.ZMQError as exc:
                 raise ConnectionFailedError(f"cannot send to {self.address}: {exc}") from None
-            while True:
-                try:
-                    reply = recv_frames(sock, 0)  # waits up to DIRECT_SLICE_MS (rcvtimeo)
-                except zmq.Again:
-                    reply = None
-                except zmq.ZMQError as exc:
-                    raise ConnectionFailedError(f"{self.address}: {exc}") from None
-                if reply is not None:
-                    done = self._direct_reply(direct, rid, reply)
-                    if done is not None:
-                        return done
-                    continue
+            try:
+                answer = client.receive(
+                    rid,
+                    timeout_s * 1000,
+                    keep_waiting=lambda: not self._closing and self._disconnects == disconnects,
+                    on_other=self._other_reply,
+                )
+            except zmq.ZMQError as exc:
+                raise ConnectionFailedError(f"{self.address}: {exc}") from None
+            if answer is None:
                 if self._closing:
                     raise ConnectionFailedError(f"connection to {self.address} is closed")
                 if self._disconnects != disconnects:
                     raise ConnectionFailedError(f"connection to {self.address} was lost")
-                if time.monotonic() >= deadline:
-                    raise RequestTimeoutError(f"no reply from {self.address} in {timeout_s:g}s")
+                raise RequestTimeoutError(f"no reply from {self.address} in {timeout_s:g}s")
+            reply = answer[0]
+            if isinstance(reply, ErrorReply):
+                raise error_for(reply.code, reply.message, reply.retriable)
+            return answer
 
-    def _direct_reply(self, direct: _Direct, rid: int, frames: list[Any]) -> Result | None:
-        """The result when `frames` answer request `rid`; None for anything else (a reply to
-        an earlier request that timed out, a notice, an undecodable reply)."""
-        if frames and not frames[0]:
-            frames = frames[1:]
-        try:
-            env, payload = direct.codec.decode_reply(frames)
-        except FrameError as exc:
-            log.warning("undecodable reply from %s: %s", self.address, exc.error)
-            return None
-        if env.id != rid:
-            if env.id == 0:
-                self._notice(env.body)
-            return None
-        body = env.body
-        if isinstance(body, ErrorReply):
-            raise error_for(body.code, body.message, body.retriable)
-        return body, payload
+    def _other_reply(self, env: ReplyEnvelope) -> None:
+        """A reply on a direct socket that is not the one waited for: a notice is handed on;
+        a late reply to an earlier request is dropped."""
+        if env.id == 0:
+            self._notice(env.body)
 
     # ---- I/O thread ----
 

@@ -12,58 +12,130 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import zmq
 
 from ferry.protocol.frames import recv_frames, send_frames
-from ferry.protocol.framing import FrameError, RequestCodec, RequestEnvelope
+from ferry.protocol.framing import FrameError, ReplyEnvelope, RequestCodec, RequestEnvelope
 from ferry.protocol.messages import AnyReply, AnyRequest
 
 Payload = list[Any]
+SLICE_MS = 50  # a wait wakes this often to ask keep_waiting (and to see its deadline)
 
 
 class BlockingClient:
-    """Request/reply to one endpoint. `call` answers (reply, payload) or None on timeout."""
+    """Request/reply to one endpoint. `call` answers (reply, payload) or None on timeout.
 
-    def __init__(self, endpoint: str, ctx: zmq.Context[Any] | None = None) -> None:
+    call() is send() then receive(), which callers with more to decide use apart (the SDK's
+    direct path): an `immediate` socket takes a request only on a completed connection, so a
+    NOBLOCK send raises zmq.Again, nothing sent, while the peer is not there; receive() waits
+    in slices of `slice_ms`, asking `keep_waiting` between them whether to go on, and gives
+    replies to other requests (a peer's notices, id 0) to `on_other`.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        ctx: zmq.Context[Any] | None = None,
+        *,
+        immediate: bool = False,
+        slice_ms: int = SLICE_MS,
+    ) -> None:
         self.endpoint = endpoint
         self._own_ctx = ctx is None
         self._ctx: zmq.Context[Any] = zmq.Context() if ctx is None else ctx
         self._codec = RequestCodec()
         self._ids = itertools.count(1)
+        self._immediate = immediate
+        self._slice_ms = slice_ms
+        self._wait_ms = slice_ms  # the socket's receive timeout now
         self._sock: zmq.Socket[Any] | None = None
 
     def call(
         self,
         body: AnyRequest,
-        timeout_ms: int,
+        timeout_ms: float,
         payload: Payload | None = None,
         *,
         traceparent: str = "",
         tracestate: str = "",
     ) -> tuple[AnyReply, Payload] | None:
-        if self._sock is None:
-            self._sock = self._ctx.socket(zmq.DEALER)
-            self._sock.linger = 0
-            self._sock.connect(self.endpoint)
+        rid = self.send(body, payload, traceparent=traceparent, tracestate=tracestate)
+        return self.receive(rid, timeout_ms)
+
+    def connect(self) -> zmq.Socket[Any]:
+        """The socket, made and connected on first use (or after a reset)."""
         sock = self._sock
+        if sock is None:
+            sock = self._ctx.socket(zmq.DEALER)
+            sock.linger = 0
+            sock.immediate = self._immediate
+            sock.rcvtimeo = self._wait_ms = self._slice_ms
+            sock.connect(self.endpoint)
+            self._sock = sock
+        return sock
+
+    def send(
+        self,
+        body: AnyRequest,
+        payload: Payload | None = None,
+        *,
+        traceparent: str = "",
+        tracestate: str = "",
+        flags: int = 0,
+        copy: bool = True,
+    ) -> int:
+        """Sends one request; its id, for receive(). Encoding errors (msgspec.EncodeError,
+        TypeError, ValueError) and zmq's (zmq.Again with NOBLOCK) raise, nothing sent."""
+        sock = self.connect()
         rid = next(self._ids)
-        env = RequestEnvelope(rid, body, traceparent, tracestate)
-        send_frames(sock, self._codec.request_frames(env, payload))
+        frames = self._codec.request_frames(
+            RequestEnvelope(rid, body, traceparent, tracestate), payload
+        )
+        send_frames(sock, frames, flags, copy)
+        return rid
+
+    def receive(
+        self,
+        rid: int,
+        timeout_ms: float,
+        *,
+        keep_waiting: Callable[[], bool] | None = None,
+        on_other: Callable[[ReplyEnvelope], None] | None = None,
+    ) -> tuple[AnyReply, Payload] | None:
+        """The reply to request `rid`, or None when timeout_ms passed first or keep_waiting
+        said no; then the socket is dropped, so that a late reply is never taken for the next
+        request's. A garbled answer is no answer: it is skipped."""
+        sock = self._sock
+        if sock is None:
+            raise zmq.ZMQError(zmq.ENOTSOCK, "receive() without a send()")
         deadline = time.monotonic() + timeout_ms / 1000
-        while (left := deadline - time.monotonic()) > 0 and sock.poll(max(1, int(left * 1000))):
-            frames: list[Any] = recv_frames(sock)
-            if frames and not frames[0]:
-                frames = frames[1:]
+        while True:
             try:
-                reply, reply_payload = self._codec.decode_reply(frames)
-            except FrameError:
-                continue  # a garbled answer is no answer; keep waiting for ours
-            if reply.id == rid:
-                return reply.body, reply_payload
-        self.reset()
-        return None
+                frames: list[Any] | None = recv_frames(sock)  # waits up to _wait_ms
+            except zmq.Again:
+                frames = None
+            if frames is not None:
+                if frames and not frames[0]:
+                    frames = frames[1:]
+                try:
+                    reply, reply_payload = self._codec.decode_reply(frames)
+                except FrameError:
+                    continue
+                if reply.id == rid:
+                    return reply.body, reply_payload
+                if on_other is not None:
+                    on_other(reply)
+                continue
+            left_ms = (deadline - time.monotonic()) * 1000
+            if left_ms <= 0 or (keep_waiting is not None and not keep_waiting()):
+                self.reset()
+                return None
+            wait_ms = max(1, min(self._slice_ms, int(left_ms)))
+            if wait_ms != self._wait_ms:  # the last slice: no longer than the time left
+                sock.rcvtimeo = self._wait_ms = wait_ms
 
     def reset(self) -> None:
         """Drops the socket: a late answer to an abandoned call dies with it."""
