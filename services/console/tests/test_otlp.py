@@ -169,3 +169,7 @@ def test_message_ids_come_from_attributes_events_and_a_batch_event_and_are_bound
     (incoming,) = incoming_spans(request)
     assert incoming.message_ids[:3] == ["ONE", "ARR1", "ARR2"]  # once each, empty and long dropped
     assert incoming.message_ids[3:] == batch_ids[: MAX_MESSAGE_IDS - 3]
+    # as a page shows it: the batch's ids whole, every one marked as this span's
+    (shown,) = spans_of(request)
+    assert shown.message_ids()[:3] == ["ONE", "ARR1", "ARR2"]
+    assert shown.message_ids()[-1] == batch_ids[-1]

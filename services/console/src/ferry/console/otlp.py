@@ -29,6 +29,7 @@ MESSAGE_ID = "messaging.message.id"
 BATCH_MESSAGE_IDS = "ferry.batch.message_ids"
 MAX_MESSAGE_IDS = 4096  # ids indexed per span: a 4 MiB batch of 1 KiB messages
 MAX_ID_CHARS = 128
+MAX_BATCH_IDS_CHARS = MAX_MESSAGE_IDS * (MAX_ID_CHARS + 1)
 _ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
 
@@ -65,13 +66,19 @@ class SpanRecord:
     links: list[SpanLink]
 
     def message_ids(self) -> list[str]:
-        """The message ids this span is about (messaging.message.id, one or many)."""
-        value = self.attributes.get(MESSAGE_ID)
-        if isinstance(value, str) and value:
-            return [value]
-        if isinstance(value, list):
-            return [v for v in value if isinstance(v, str) and v]
-        return []
+        """The message ids this span is about: messaging.message.id (one or many), in its
+        attributes or events, and a batch event's ferry.batch.message_ids."""
+        found: list[str] = []
+        for attrs in (self.attributes, *(e["attributes"] for e in self.events)):
+            value = attrs.get(MESSAGE_ID)
+            if isinstance(value, str):
+                found.append(value)
+            elif isinstance(value, list):
+                found.extend(v for v in value if isinstance(v, str))
+            batch = attrs.get(BATCH_MESSAGE_IDS)
+            if isinstance(batch, str):
+                found.extend(batch.split(","))
+        return [m for m in dict.fromkeys(found) if m]
 
 
 def decompress(body: bytes, encoding: str, limit: int) -> bytes:
@@ -152,7 +159,16 @@ def any_value(value: Any, depth: int = 0) -> Any:
 
 
 def attributes(kvs: Any) -> dict[str, Any]:
-    return {kv.key: any_value(kv.value) for kv in kvs}
+    """Plain values; a batch's id list is kept whole (up to MAX_MESSAGE_IDS ids), so that the
+    page shows and marks every message of it."""
+    return {
+        kv.key: (
+            kv.value.string_value[:MAX_BATCH_IDS_CHARS]
+            if kv.key == BATCH_MESSAGE_IDS and kv.value.WhichOneof("value") == "string_value"
+            else any_value(kv.value)
+        )
+        for kv in kvs
+    }
 
 
 def _service(rs: Any) -> str:
