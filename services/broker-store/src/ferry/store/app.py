@@ -274,8 +274,12 @@ class StoreApp:
         return reply, [result.payload]
 
     def _status(self, _req: StoreStatusRequest, _call: Call) -> StoreStatusReply:
+        total, free = self.store.retention.disk.capacity()
         return msgspec.structs.replace(
-            self.store.status(), log_syncs=self._commit.flusher.log_syncs
+            self.store.status(),
+            log_syncs=self._commit.flusher.log_syncs,
+            disk_total_bytes=total,
+            disk_free_bytes=free,
         )
 
     def _search_offset(self, req: SearchOffsetByTimestampRequest, _call: Call) -> OffsetReply:

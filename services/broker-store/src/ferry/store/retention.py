@@ -86,6 +86,15 @@ class DiskUsage:
         self.path = path
         self.override_percent = override_percent
 
+    def capacity(self) -> tuple[int, int]:
+        """(size, bytes available to us) of the file system, as df shows them; (0, 0) when
+        it cannot be measured."""
+        try:
+            st = os.statvfs(self.path)
+        except OSError:
+            return 0, 0
+        return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
     def used_ratio(self) -> float:
         if self.override_percent >= 0:
             return self.override_percent / 100

@@ -7,7 +7,6 @@ drive it directly. Everything runs on one thread except FlushPlan.run (see flush
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -278,11 +277,6 @@ class MessageStore:
         return view_record(self.log, phys_offset)
 
     def status(self) -> StoreStatusReply:
-        try:
-            st = os.statvfs(self.retention.disk.path)
-            total, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
-        except OSError:
-            total = free = 0
         return StoreStatusReply(
             min_offset=self.log.min_offset,
             max_offset=self.log.end,
@@ -292,8 +286,6 @@ class MessageStore:
             recovered_offset=self.recovered_offset,
             disk_full=self.retention.disk_full,
             disk_used_ratio=self.retention.used_ratio,
-            disk_total_bytes=total,
-            disk_free_bytes=free,
         )
 
     # ---- retention ----
