@@ -89,6 +89,7 @@ def hook_costs() -> list[Figure]:
     import timeit
 
     from ferry.protocol.record import encode_properties, encode_record
+    from ferry.remoting.send_span import record_ids
     from ferry.runtime import telemetry
 
     unsampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
@@ -103,11 +104,13 @@ def hook_costs() -> list[Figure]:
     telemetry.enable_for_tests()
     on = ns(lambda: telemetry.child_span("t", "store append", unsampled))
     scan = ns(lambda: telemetry.sampled_contexts(frame), number=20_000)
+    ids = ns(lambda: record_ids(frame, 128), number=20_000)
     return [
         Figure("hook: baseline, an empty Python call", "ns/call", baseline),
         Figure("hook: store span check, tracing off", "ns/call", off),
         Figure("hook: store span check, tracing on, parent not sampled", "ns/call", on),
         Figure("hook: feed scan of 128 x 1 KB records for traceparents", "ns/batch", scan),
+        Figure("hook: a traced send's msg ids found in 128 x 1 KB records", "ns/batch", ids),
     ]
 
 
