@@ -4,6 +4,7 @@ since a process's global provider can be set only once."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -13,13 +14,15 @@ import pytest
 from ferry.client.tracing_setup import traces_url
 
 
-def run(code: str) -> str:
+def run(code: str, **env: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
+        env={**clean, **env},
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -74,6 +77,33 @@ def test_enable_tracing_leaves_an_application_provider_in_place() -> None:
         """
     )
     assert out.split() == ["True"]
+
+
+FROM_ENV = """
+    from opentelemetry import trace
+    from ferry.client.tracing import process_tracing
+
+    tracing = process_tracing("ferry-spark-worker")
+    provider = trace.get_tracer_provider()
+    print(tracing.enabled, getattr(provider, "resource", None) and
+          provider.resource.attributes["service.name"])
+    """
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({}, "False None"),  # nothing asked: no provider, no span work
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}, "True ferry-spark-worker"),
+        ({"OTEL_TRACES_EXPORTER": "console"}, "True ferry-spark-worker"),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_SDK_DISABLED": "true"},
+            "False None",
+        ),
+    ],
+)
+def test_processes_no_app_sets_up_follow_the_otel_variables(env: dict[str, str], said: str) -> None:
+    assert run(FROM_ENV, **env).strip() == said
 
 
 @pytest.mark.parametrize(
