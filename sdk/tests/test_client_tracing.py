@@ -11,6 +11,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ferry.client.message import Message, MessageExt, MessageQueue
+from ferry.client.outgoing import Outgoing, send_request
+from ferry.client.publish import Target
 from ferry.client.tracing import Tracing
 from ferry.protocol.errors import SystemBusyError
 
@@ -143,3 +145,13 @@ def test_process_span_links_to_the_producer_and_records_the_verdict(
     assert attrs["messaging.rocketmq.message.reconsume_times"] == 2
     assert attrs["error.type"] == "RuntimeError"
     assert [link.context.span_id for link in processed.links] == [sent.context.span_id]
+
+
+def test_a_traced_send_names_its_message_ids_to_the_broker() -> None:
+    target = Target(MessageQueue("t", "broker-a", 0), "127.0.0.1:10911", "")
+    parent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+    traced = Outgoing("t", ["A", "B"], b"", 2, parent, "", None, True)
+    untraced = traced._replace(traceparent="")
+    assert send_request("g", traced, target, 4).msg_ids == "A,B"
+    # untraced: nothing more on the wire (the broker finds them when it traces the send)
+    assert send_request("g", untraced, target, 4).msg_ids == ""

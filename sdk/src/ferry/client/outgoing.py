@@ -48,6 +48,8 @@ def join(topic: str, parts: list[Outgoing]) -> Outgoing:
 def send_request(
     group: str, out: Outgoing, target: Target, default_topic_queue_nums: int
 ) -> SendMessageRequest:
+    """The request of one attempt. A traced send also names its messages' ids, which the
+    broker's send span lists as they are instead of finding them in the records."""
     return SendMessageRequest(
         producer_group=group,
         topic=out.topic,
@@ -58,6 +60,7 @@ def send_request(
         transactional=out.transactional,
         delay_level=out.delay_level,
         deliver_at_ms=out.deliver_at_ms,
+        msg_ids=",".join(out.msg_ids) if out.traceparent else "",
     )
 
 
