@@ -47,7 +47,7 @@ def test_batch_read_of_8_queues_returns_each_message_once_with_its_values(
 ) -> None:
     started_ms = int(time.time() * 1000) - 120_000
     df = load(spark, cluster)
-    assert df.rdd.getNumPartitions() == 8  # one per queue
+    assert df.rdd.getNumPartitions() == 1  # 8 short queue ranges, one task
     rows = df.collect()
     assert len(rows) == N
     by_body = {bytes(r.body).decode(): r for r in rows}
@@ -65,6 +65,16 @@ def test_batch_read_of_8_queues_returns_each_message_once_with_its_values(
         assert row.properties["n"] == str(i)
         assert row.born_timestamp.timestamp() * 1000 >= started_ms
         assert row.store_timestamp >= row.born_timestamp
+
+
+def test_min_partitions_gives_each_queue_range_its_own_partition(
+    spark: Any, cluster: Cluster, sent: dict[str, SendResult]
+) -> None:
+    df = load(spark, cluster, minPartitions="8")
+    assert df.rdd.getNumPartitions() == 8
+    per_partition = df.rdd.glom().map(lambda rows: {r.queue_id for r in rows}).collect()
+    assert sorted(len(queues) for queues in per_partition) == [1] * 8
+    assert df.count() == N
 
 
 def test_large_queue_ranges_are_split_into_more_partitions(

@@ -9,7 +9,17 @@ import pytest
 
 from ferry.protocol.errors import InvalidParameterError
 from ferry.spark import DataLossError
-from ferry.spark.offsets import EARLIEST, LATEST, Range, cap, plan_ranges, resolve, total_between
+from ferry.spark.offsets import (
+    EARLIEST,
+    LATEST,
+    PACK_UNDER,
+    Range,
+    cap,
+    pack,
+    plan_ranges,
+    resolve,
+    total_between,
+)
 from ferry.spark.options import read_options
 
 BOUNDS = {"T": {"b:0": (0, 100), "b:1": (5, 20)}}
@@ -71,6 +81,18 @@ def test_ranges_are_one_per_queue_and_split_when_long() -> None:
         (75, 100),
     ]
     assert len(plan_ranges(start, end, max_per_partition=1000, min_partitions=6)) >= 6
+
+
+def test_short_ranges_share_partitions_up_to_a_limit_and_long_ones_stay_alone() -> None:
+    short = [Range("T", "b", q, 0, 10) for q in range(4)]
+    long = Range("T", "b", 9, 0, PACK_UNDER + 1)
+    assert pack([*short, long, *short], max_per_partition=100_000) == [
+        tuple(short),
+        (long,),
+        tuple(short),
+    ]
+    assert pack(short, max_per_partition=25) == [tuple(short[:2]), tuple(short[2:])]
+    assert pack(short, max_per_partition=100_000, min_partitions=2) == [(r,) for r in short]
 
 
 def test_a_read_limit_is_shared_in_proportion_and_never_exceeded() -> None:

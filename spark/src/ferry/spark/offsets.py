@@ -21,6 +21,7 @@ Bounds = dict[str, dict[str, tuple[int, int]]]  # topic -> queue key -> (min, ma
 
 EARLIEST = -2
 LATEST = -1
+PACK_UNDER = 4096  # messages: ranges together this short share one Spark partition
 
 
 def queue_key(broker: str, queue_id: int) -> str:
@@ -156,6 +157,30 @@ def plan_ranges(
         step = math.ceil((r.end - r.start) / pieces)
         for lo in range(r.start, r.end, step):
             out.append(Range(r.topic, r.broker, r.queue_id, lo, min(lo + step, r.end), r.new_queue))
+    return out
+
+
+def pack(
+    ranges: list[Range], *, max_per_partition: int, min_partitions: int = 1
+) -> list[tuple[Range, ...]]:
+    """The ranges, in order, gathered into partitions of up to min(PACK_UNDER,
+    max_per_partition) messages; a longer range stays alone. A small read so runs as one task
+    (one Python worker to start, one job for show()) rather than one per queue. With
+    min_partitions above 1 every range keeps a partition of its own."""
+    if min_partitions > 1:
+        return [(r,) for r in ranges]
+    limit = min(PACK_UNDER, max_per_partition)
+    out: list[tuple[Range, ...]] = []
+    group: list[Range] = []
+    size = 0
+    for r in ranges:
+        if group and size + (r.end - r.start) > limit:
+            out.append(tuple(group))
+            group, size = [], 0
+        group.append(r)
+        size += r.end - r.start
+    if group:
+        out.append(tuple(group))
     return out
 
 

@@ -16,7 +16,7 @@ from ferry.client import Admin, MessageQueue
 from ferry.spark import offsets
 from ferry.spark.offsets import EARLIEST, LATEST, Offsets, Range
 from ferry.spark.options import ReadOptions
-from ferry.spark.rows import read_range
+from ferry.spark.rows import read_ranges
 
 log = logging.getLogger("ferry.spark")
 
@@ -35,24 +35,23 @@ except ImportError:  # pragma: no cover - PySpark 4.0/4.1: LegacyFerryStreamRead
 
 
 @dataclass(frozen=True)
-class QueueRange(InputPartition):
-    """A Range as Spark's InputPartition (plain data: pickled to the executor)."""
+class QueueRanges(InputPartition):
+    """One task's Ranges as Spark's InputPartition (plain data: pickled to the executor)."""
 
-    range: Range
+    ranges: tuple[Range, ...]
 
 
-def _partitions(opts: ReadOptions, start: Offsets, end: Offsets) -> list[QueueRange]:
-    ranges = offsets.plan_ranges(
-        start, end, max_per_partition=opts.max_per_partition, min_partitions=opts.min_partitions
-    )
-    return [QueueRange(r) for r in ranges]
+def _partitions(opts: ReadOptions, start: Offsets, end: Offsets) -> list[QueueRanges]:
+    size = {"max_per_partition": opts.max_per_partition, "min_partitions": opts.min_partitions}
+    ranges = offsets.plan_ranges(start, end, **size)
+    return [QueueRanges(group) for group in offsets.pack(ranges, **size)]
 
 
 class FerryBatchReader(DataSourceReader):
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
 
-    def partitions(self) -> Sequence[QueueRange]:
+    def partitions(self) -> Sequence[QueueRanges]:
         opts = self.opts
         with Admin(opts.namesrv, timeout_ms=opts.timeout_ms) as admin:
             bounds = offsets.fetch_bounds(admin, opts.topics)
@@ -67,8 +66,8 @@ class FerryBatchReader(DataSourceReader):
         return _partitions(opts, start, end)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, QueueRange)
-        return read_range(self.opts, partition.range)
+        assert isinstance(partition, QueueRanges)
+        return read_ranges(self.opts, partition.ranges)
 
 
 class FerryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -124,12 +123,12 @@ class FerryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> Offsets:
         return self._available()
 
-    def partitions(self, start: Offsets, end: Offsets) -> Sequence[QueueRange]:
+    def partitions(self, start: Offsets, end: Offsets) -> Sequence[QueueRanges]:
         return _partitions(self.opts, start, end)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, QueueRange)
-        return read_range(self.opts, partition.range)
+        assert isinstance(partition, QueueRanges)
+        return read_ranges(self.opts, partition.ranges)
 
     def commit(self, end: Offsets) -> None:
         group = self.opts.group

@@ -5,22 +5,11 @@ everything here opens its own client and closes it."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from ferry.client import Admin, MessageExt
 from ferry.client.tracing import process_tracing
@@ -29,34 +18,10 @@ from ferry.protocol.errors import BrokerSystemError
 from ferry.spark.errors import DataLossError
 from ferry.spark.offsets import Range
 from ferry.spark.options import ReadOptions
+from ferry.spark.schema import spark_schema
 
-SCHEMA_DDL = (
-    "topic string, broker string, queue_id int, queue_offset long, msg_id string, "
-    "tags string, keys array<string>, body binary, properties map<string,string>, "
-    "born_timestamp timestamp, store_timestamp timestamp"
-)
 ROWS_PER_BATCH = 4096  # messages per Arrow record batch handed to Spark
 TRACING_SERVICE = "ferry-spark"  # service.name of executors' spans
-
-
-def spark_schema() -> StructType:
-    """SCHEMA_DDL as a StructType, built by hand: parsing DDL needs a JVM, executors' Python
-    workers have none."""
-    return StructType(
-        [
-            StructField("topic", StringType()),
-            StructField("broker", StringType()),
-            StructField("queue_id", IntegerType()),
-            StructField("queue_offset", LongType()),
-            StructField("msg_id", StringType()),
-            StructField("tags", StringType()),
-            StructField("keys", ArrayType(StringType())),
-            StructField("body", BinaryType()),
-            StructField("properties", MapType(StringType(), StringType())),
-            StructField("born_timestamp", TimestampType()),
-            StructField("store_timestamp", TimestampType()),
-        ]
-    )
 
 
 def arrow_schema() -> pa.Schema:
@@ -84,48 +49,61 @@ def to_batch(msgs: list[MessageExt], schema: pa.Schema) -> pa.RecordBatch:
 
 def read_range(opts: ReadOptions, part: Range) -> Iterator[pa.RecordBatch]:
     """Every message of part's queue in [start, end), in offset order, as record batches."""
+    return read_ranges(opts, (part,))
+
+
+def read_ranges(opts: ReadOptions, parts: Sequence[Range]) -> Iterator[pa.RecordBatch]:
+    """Every message of each range in turn, with one client, as record batches of up to
+    ROWS_PER_BATCH messages (small ranges share a batch)."""
     schema = arrow_schema()
+    # each batch handed to Spark is a `receive` in its messages' traces (when OTEL_* is set)
+    tracing = process_tracing(TRACING_SERVICE)
+    pending: list[MessageExt] = []
+    started_ns = time.time_ns()
     with Admin(opts.namesrv, timeout_ms=opts.timeout_ms) as admin:
-        queue = next(
-            (
-                q
-                for q in admin.queues(part.topic)
-                if q.broker_name == part.broker and q.queue_id == part.queue_id
-            ),
-            None,
-        )
-        if queue is None:
-            raise BrokerSystemError(f"{part.topic} has no queue {part.broker}:{part.queue_id}")
-        offset = part.start
-        pending: list[MessageExt] = []
-        # each batch handed to Spark is a `receive` in its messages' traces (when OTEL_* is set)
-        tracing = process_tracing(TRACING_SERVICE)
-        started_ns = time.time_ns()
-        while offset < part.end:
-            want = min(opts.pull_batch, part.end - offset)
-            got = admin.pull(queue, offset, want, group=opts.pull_group)
-            if got.status == PullStatus.FOUND:
-                pending.extend(m for m in got.messages if m.queue_offset < part.end)
-                offset = got.next_begin_offset
-            elif got.status == PullStatus.OFFSET_ILLEGAL and got.next_begin_offset > offset:
-                if opts.fail_on_data_loss and not part.new_queue:
-                    raise DataLossError(
-                        f"{queue}: offsets {offset}..{got.next_begin_offset - 1} were removed "
-                        "by retention (set failOnDataLoss=false to skip them)"
-                    )
-                offset = got.next_begin_offset
-            else:  # the planned range is no longer there (the queue was truncated or reset)
-                if opts.fail_on_data_loss:
-                    raise DataLossError(
-                        f"{queue}: offset {offset} is not readable ({got.status.name}, the queue "
-                        f"holds {got.min_offset}..{got.max_offset - 1})"
-                    )
-                break
-            if len(pending) >= ROWS_PER_BATCH:
-                tracing.record_receive(opts.pull_group, pending, started_ns, "clustering")
-                yield to_batch(pending, schema)
-                pending = []
-                started_ns = time.time_ns()
-        if pending:
-            tracing.record_receive(opts.pull_group, pending, started_ns, "clustering")
-            yield to_batch(pending, schema)
+        for part in parts:
+            for pulled in _pull(admin, opts, part):
+                pending.extend(pulled)
+                if len(pending) >= ROWS_PER_BATCH:
+                    tracing.record_receive(opts.pull_group, pending, started_ns, "clustering")
+                    yield to_batch(pending, schema)
+                    pending = []
+                    started_ns = time.time_ns()
+    if pending:
+        tracing.record_receive(opts.pull_group, pending, started_ns, "clustering")
+        yield to_batch(pending, schema)
+
+
+def _pull(admin: Admin, opts: ReadOptions, part: Range) -> Iterator[list[MessageExt]]:
+    """The messages of part, pull by pull, in offset order."""
+    queue = next(
+        (
+            q
+            for q in admin.queues(part.topic)
+            if q.broker_name == part.broker and q.queue_id == part.queue_id
+        ),
+        None,
+    )
+    if queue is None:
+        raise BrokerSystemError(f"{part.topic} has no queue {part.broker}:{part.queue_id}")
+    offset = part.start
+    while offset < part.end:
+        want = min(opts.pull_batch, part.end - offset)
+        got = admin.pull(queue, offset, want, group=opts.pull_group)
+        if got.status == PullStatus.FOUND:
+            yield [m for m in got.messages if m.queue_offset < part.end]
+            offset = got.next_begin_offset
+        elif got.status == PullStatus.OFFSET_ILLEGAL and got.next_begin_offset > offset:
+            if opts.fail_on_data_loss and not part.new_queue:
+                raise DataLossError(
+                    f"{queue}: offsets {offset}..{got.next_begin_offset - 1} were removed "
+                    "by retention (set failOnDataLoss=false to skip them)"
+                )
+            offset = got.next_begin_offset
+        else:  # the planned range is no longer there (the queue was truncated or reset)
+            if opts.fail_on_data_loss:
+                raise DataLossError(
+                    f"{queue}: offset {offset} is not readable ({got.status.name}, the queue "
+                    f"holds {got.min_offset}..{got.max_offset - 1})"
+                )
+            return
