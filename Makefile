@@ -2,12 +2,16 @@
 PYTHON ?= python3
 UV := $(PYTHON) -m uv
 RUN := $(UV) run --frozen --all-packages
+# One environment with every dependency group (dev and bench): an exact `uv sync` uninstalls
+# the groups it is not given, so a sync without `--all-groups` would take away what
+# `make bench-peers` installed (tests/integration/test_make_install.py).
+SYNC := $(UV) sync --frozen --all-packages --all-groups
 
 .PHONY: install up test lint fmt bench bench-peers clean images deps
 
 install:
 	@$(PYTHON) -m uv --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check uv
-	$(UV) sync --frozen --all-packages
+	$(SYNC)
 
 up: install
 	$(RUN) ferry dev up
@@ -41,13 +45,11 @@ bench: install
 	$(RUN) python bench/run.py
 
 # Ferry against Redis Streams, NATS JetStream and RabbitMQ (docs/benchmarks.md, "Peers"):
-# installs the brokers (apt) and their Python clients (the `bench` group) when missing.
-# `make bench-peers ARGS=--quick` for a smoke run.
-bench-peers:
-	@$(PYTHON) -m uv --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check uv
+# installs the brokers (apt) when missing; their Python clients (the `bench` group) come with
+# `install`. `make bench-peers ARGS=--quick` for a smoke run.
+bench-peers: install
 	@sh bench/peers/install.sh
-	$(UV) sync --frozen --all-packages --group bench
-	$(UV) run --frozen --all-packages --group bench python bench/compare_peers.py $(ARGS)
+	$(RUN) python bench/compare_peers.py $(ARGS)
 
 clean:
 	rm -rf .venv .ferry .pytest_cache .mypy_cache .ruff_cache
