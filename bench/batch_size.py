@@ -1,7 +1,7 @@
 """send_batch throughput by batch size and threads, send_async by auto-batch size, and
-PullConsumer throughput by pull size and buffer, on one local cluster (docs/benchmarks.md,
-"Batch size, for scale" and "Pulls from the log files, and what did not help"), and the SDK's
-encoding of a plain batch against the general path.
+PullConsumer throughput by pull size and buffer, on one local cluster (docs/perf-notes/:
+2026-11-22-broker-optimisation.md, "Batch size, for scale", and 2026-11-25-log-file-pulls.md),
+and the SDK's encoding of a plain batch against the general path.
 
     uv run --frozen --all-packages python bench/batch_size.py [--runs 3] [--messages 100000]
 """

@@ -99,7 +99,7 @@ def consume(
     threshold_per_queue: int = 2000,
 ) -> float:
     # pulls of 512 (NATS fetches 500, Redis reads 1,000): 446k -> 489k msg/s against pulls of
-    # 256 on one cluster, 4 alternating rounds (2026-11-26; docs/benchmarks.md)
+    # 256 on one cluster, 4 alternating rounds (2026-11-26; docs/perf-notes/2026-11-26-wakeups.md)
     def work() -> int:
         got = 0
         with PullConsumer(

@@ -1,6 +1,6 @@
 """What one message costs each thread of each process at a steady rate: CPU and context
 switches, from /proc, on a local cluster (ASYNC_FLUSH). The wake-ups behind sync-send and
-end-to-end latency, counted (docs/benchmarks.md, "Wake-ups, counted").
+end-to-end latency, counted (docs/perf-notes/2026-11-26-wakeups.md).
 
     uv run --frozen --all-packages --group bench python bench/handoffs.py [--path sync]
         [--rate 2000] [--seconds 5] [--runs 3] [--halt-poll-ns N] [--one-cpu]

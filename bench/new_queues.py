@@ -4,7 +4,7 @@ page, and their share of the next flush. In-process, on real files.
     uv run --frozen --all-packages python bench/new_queues.py [--runs 3] [--queues 3000]
 
 To compare with an older store: PYTHONPATH=<old tree>/services/broker-store/src:... (the
-"Many topics" section of docs/benchmarks.md shows the command it used).
+docs/perf-notes/2026-11-22-many-topics.md shows the command it used).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
     uv run --frozen --all-packages python bench/transport.py [--runs 2] [--requests 20000]
 
 What a hop costs before any Ferry code runs: the floor under every broker-internal and client
-hop (docs/benchmarks.md, "Pulls from the log files, and what did not help").
+hop (docs/perf-notes/2026-11-25-log-file-pulls.md).
 """
 
 from __future__ import annotations

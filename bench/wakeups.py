@@ -1,5 +1,5 @@
 """What one round trip costs on this machine, hop by hop: the floor under sync-send and
-end-to-end latency (docs/benchmarks.md, "Latency: the cost of a wake-up").
+end-to-end latency (docs/perf-notes/2026-11-22-wakeup-cost.md).
 
 Measured in one run, one request in flight, 1 KB:
 - Redis PING and XADD (redis-py, one connection: two thread wake-ups per round trip);

@@ -77,7 +77,7 @@ class FerrySide:
         """Batched produce as `produce`, each batch to the next of `topics` topics (created,
         routed and every queue written once before timing: 100k messages over 4,000 queues
         would otherwise time the creation of each queue's files, not many topics; that cost is
-        measured apart, docs/benchmarks.md "Many topics")."""
+        measured apart, docs/perf-notes/2026-11-22-many-topics.md)."""
         names = [f"{prefix}-{i}" for i in range(topics)]
         with Admin(self.namesrv) as admin:
             for name in names:

@@ -63,7 +63,8 @@ def test_c_scanned_records_stay_out_of_the_collector_and_go_by_refcount() -> Non
     got = native.indexed_records(data)
     assert got is not None and len(got) > 100
     # ints in a tuple and a list: the collector's young passes need not walk them (they were
-    # ~14 % of the index's CPU under batched produce, docs/benchmarks.md)
+    # ~14 % of the index's CPU under batched produce,
+    # docs/perf-notes/2026-11-26-floor-under-a-send.md)
     assert not any(gc.is_tracked(rec) or gc.is_tracked(rec[2]) for rec in got)
     hashes = got[0][2]
     base = sys.getrefcount(hashes)

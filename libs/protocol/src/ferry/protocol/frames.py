@@ -1,7 +1,8 @@
 """Multipart sends and receives with plain int flags.
 
 pyzmq's send_multipart/recv_multipart OR its flag enums once per frame, which costs about as
-much as the sends themselves (22.9 → 12.1 µs per 4-frame send+recv pair, docs/benchmarks.md).
+much as the sends themselves (22.9 → 12.1 µs per 4-frame send+recv pair,
+docs/perf-notes/2026-11-22-sdk-optimisation.md).
 Every hot path (SDK requests, the services' requests, replies and feeds) goes through these.
 """
 
