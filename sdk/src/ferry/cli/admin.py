@@ -1,10 +1,13 @@
-"""`ferry admin <command>` (and `mqadmin`): mqadmin's command names and short flags."""
+"""`ferry admin <command>` (and `mqadmin`): mqadmin's command names and short flags.
+
+The command modules import the client (zmq, msgspec, OpenTelemetry) inside the commands, not
+at the top: `--help` and a mistyped flag never pay for it (issue 24.6)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -15,35 +18,60 @@ from ferry.cli.completion import (
     complete_topic,
 )
 from ferry.cli.groups import CaseInsensitiveGroup
-from ferry.cli.output import die, print_json, print_table
-from ferry.client import Admin
+from ferry.cli.output import die, print_json, print_table, show_time
 from ferry.protocol.errors import FerryError
+
+if TYPE_CHECKING:
+    from ferry.client import Admin
 
 app = typer.Typer(
     cls=CaseInsensitiveGroup,
     no_args_is_help=True,
     help="Administer topics, groups and brokers (mqadmin's commands; names ignore case).",
+    rich_markup_mode=None,
 )
 
 Namesrv = Annotated[
     str,
-    typer.Option("-n", "--namesrv", envvar="NAMESRV_ADDR", help="name server(s), host:port;..."),
+    typer.Option(
+        "-n",
+        "--namesrv",
+        envvar="NAMESRV_ADDR",
+        metavar="HOST:PORT",
+        help="name server(s), host:port;...",
+    ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="machine-readable output")]
 Topic = Annotated[
-    str, typer.Option("-t", "--topic", help="topic name", autocompletion=complete_topic)
+    str,
+    typer.Option(
+        "-t", "--topic", metavar="TOPIC", help="topic name", autocompletion=complete_topic
+    ),
 ]
 Group = Annotated[
-    str, typer.Option("-g", "--group", help="consumer group", autocompletion=complete_group)
+    str,
+    typer.Option(
+        "-g", "--group", metavar="GROUP", help="consumer group", autocompletion=complete_group
+    ),
 ]
 Cluster = Annotated[
     str | None,
-    typer.Option("-c", "--cluster", help="every master of it", autocompletion=complete_cluster),
+    typer.Option(
+        "-c",
+        "--cluster",
+        metavar="CLUSTER",
+        help="every master of it",
+        autocompletion=complete_cluster,
+    ),
 ]
 BrokerAddr = Annotated[
     str | None,
     typer.Option(
-        "-b", "--brokerAddr", help="one broker, host:port", autocompletion=complete_broker_addr
+        "-b",
+        "--brokerAddr",
+        metavar="HOST:PORT",
+        help="one broker, host:port",
+        autocompletion=complete_broker_addr,
     ),
 ]
 DEFAULT_NAMESRV = "127.0.0.1:9876"
@@ -54,6 +82,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 @contextmanager
 def admin_session(namesrv: str) -> Iterator[Admin]:
     """A started Admin; a FerryError inside ends the command with its exit code."""
+    from ferry.client import Admin
+
     try:
         with Admin(namesrv) as admin:
             yield admin
@@ -140,13 +170,13 @@ def topic_status(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = 
         print_json(stats)
         return
     rows = [
-        (broker, q.queue_id, q.min_offset, q.max_offset, q.last_store_ms)
+        (broker, q.queue_id, q.min_offset, q.max_offset, show_time(q.last_store_ms))
         for broker, queues in sorted(stats.items())
         for q in queues
     ]
     print_table(
         f"status of {topic}",
-        ["broker", "queue", "min offset", "max offset", "last store (ms)"],
+        ["broker", "queue", "min offset", "max offset", "last store (UTC)"],
         rows,
     )
 

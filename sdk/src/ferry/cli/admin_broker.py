@@ -6,7 +6,7 @@ Registered on `ferry admin`'s app when imported (main.py imports it).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,8 +21,9 @@ from ferry.cli.admin import (
 )
 from ferry.cli.completion import complete_broker_name
 from ferry.cli.output import print_json, print_table
-from ferry.client import Admin, admin_ops
-from ferry.protocol.messages import DeleteExpiredCommitLogRequest, OkReply
+
+if TYPE_CHECKING:
+    from ferry.client import Admin
 
 BrokerName = Annotated[
     str,
@@ -31,6 +32,8 @@ BrokerName = Annotated[
 
 
 def _addrs(admin: Admin, broker: str | None, cluster: str | None) -> list[str]:
+    from ferry.client import admin_ops
+
     return admin_ops.targets(admin, cluster, broker)
 
 
@@ -151,6 +154,9 @@ def delete_expired_commit_log(
 ) -> None:
     """Run retention now: CommitLog segments older than fileReservedTime go, whatever the
     hour (deleteWhen)."""
+    from ferry.client import admin_ops
+    from ferry.protocol.messages import DeleteExpiredCommitLogRequest, OkReply
+
     with admin_session(namesrv) as admin:
         done = {}
         for addr in _addrs(admin, broker, cluster):
@@ -163,6 +169,8 @@ def delete_expired_commit_log(
 
 
 def _write_perm(namesrv: str, broker_name: str, writable: bool, json: bool) -> None:
+    from ferry.client import admin_ops
+
     with admin_session(namesrv) as admin:
         done = admin_ops.set_write_perm(admin, broker_name, writable)
     if json:

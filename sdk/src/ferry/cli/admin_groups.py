@@ -6,11 +6,9 @@ Registered on `ferry admin`'s app when imported (main.py imports it).
 
 from __future__ import annotations
 
-import datetime as dt
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import msgspec
 import typer
 
 from ferry.cli.admin import (
@@ -24,9 +22,11 @@ from ferry.cli.admin import (
     admin_session,
     app,
 )
-from ferry.cli.output import not_found, print_json, print_table, progress
+from ferry.cli.output import not_found, print_json, print_table, progress, show_time
 from ferry.cli.query import parse_time
-from ferry.protocol.messages import ClientConnection, SubscriptionGroupConfig
+
+if TYPE_CHECKING:
+    from ferry.protocol.messages import ClientConnection, SubscriptionGroupConfig
 
 
 def _bool(name: str, text: str | None) -> bool | None:
@@ -62,6 +62,10 @@ def update_sub_group(
         "notify_consumer_ids_changed_enable": _bool("notifyConsumerIdsChangedEnable", notify),
     }
     given = {k: v for k, v in changes.items() if v is not None}
+    import msgspec
+
+    from ferry.protocol.messages import SubscriptionGroupConfig
+
     with admin_session(namesrv) as admin:
         addrs = [broker] if broker else sorted(set(admin.master_addrs(cluster).values()))
         done: dict[str, SubscriptionGroupConfig] = {}
@@ -137,6 +141,8 @@ def consumer_connection(
         not_found(f"consumer group {group} has no live member (CONSUMER_NOT_ONLINE)")
     first = next(r for r in replies.values() if r.connections)
     if json:
+        import msgspec
+
         print_json(
             {
                 "group": group,
@@ -174,6 +180,8 @@ def producer_connection(
     if not by_broker:
         not_found(f"producer group {group} has no live producer")
     if json:
+        import msgspec
+
         print_json(
             [
                 {**msgspec.to_builtins(c), "broker": a}
@@ -223,7 +231,8 @@ def reset_offset_by_time(
             }
         )
         return
-    stamp = dt.datetime.fromtimestamp(when / 1000).isoformat(sep=" ", timespec="milliseconds")
     print_table(
-        f"offsets of {group} on {topic} reset to {stamp}", ["broker", "queue", "offset"], rows
+        f"offsets of {group} on {topic} reset to {show_time(when)} UTC",
+        ["broker", "queue", "offset"],
+        rows,
     )

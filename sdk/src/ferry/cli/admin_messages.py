@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ferry.cli.admin import DEFAULT_NAMESRV, Json, Namesrv, Topic, admin_session, app
-from ferry.cli.output import die, print_json, print_table, progress
-from ferry.client import (
-    Message,
-    MessageExt,
-    MessageQueue,
-    Producer,
-    PullConsumer,
-)
+from ferry.cli.admin import DEFAULT_NAMESRV, Group, Json, Namesrv, Topic, admin_session, app
+from ferry.cli.output import die, print_json, print_table, progress, show_time
 from ferry.protocol.errors import FerryError
+
+if TYPE_CHECKING:
+    from ferry.client import MessageExt, MessageQueue, PullConsumer
 
 TOOLS_GROUP = "TOOLS_CONSUMER"  # RocketMQ's name for mqadmin's own reads; it never commits
 PREVIEW = 64
@@ -80,6 +76,8 @@ def send_message(
     """Send a message (--count times) and print where the last one was stored."""
     if count < 1:
         raise typer.BadParameter("--count must be at least 1")
+    from ferry.client import Message, Producer
+
     msg = Message(topic, body.encode(), tags=tags, keys=keys.split() if keys else None)
     try:
         with Producer("TOOLS_PRODUCER", namesrv) as producer, progress() as bar:
@@ -118,6 +116,8 @@ def _read_from(
     namesrv: str, starts: dict[MessageQueue, int], count: int, idle_s: float
 ) -> list[MessageExt]:
     """Up to `count` messages of the given queues from the given offsets; commits nothing."""
+    from ferry.client import PullConsumer
+
     with PullConsumer(TOOLS_GROUP, namesrv, auto_commit=False) as consumer:
         consumer.assign(starts)
         for queue, offset in starts.items():
@@ -161,6 +161,8 @@ def print_msg_by_queue(
     json: Json = False,
 ) -> None:
     """Print one queue's messages from an offset."""
+    from ferry.client import MessageQueue
+
     queue = MessageQueue(topic, broker, queue_id)
     try:
         msgs = _read_from(namesrv, {queue: begin}, count, 1.0)
@@ -179,13 +181,19 @@ def query_msg_by_offset(
     json: Json = False,
 ) -> None:
     """Show the message at one queue offset."""
+    from ferry.client import MessageQueue
+
     queue = MessageQueue(topic, broker, queue_id)
     with admin_session(namesrv) as admin:
         info = _message_json(admin.query_msg_by_offset(queue, offset))
     if json:
         print_json(info)
         return
-    print_table(f"message at {queue} offset {offset}", ["field", "value"], list(info.items()))
+    shown = {
+        k: f"{show_time(v)} UTC" if k.endswith("_timestamp") and isinstance(v, int) else v
+        for k, v in info.items()
+    }
+    print_table(f"message at {queue} offset {offset}", ["field", "value"], list(shown.items()))
 
 
 @app.command("checkMsgSendRT")
@@ -197,6 +205,8 @@ def check_msg_send_rt(
     json: Json = False,
 ) -> None:
     """Send messages one by one and report the send round-trip times."""
+    from ferry.client import Message, Producer
+
     times_ms: list[float] = []
     try:
         with Producer("TOOLS_PRODUCER", namesrv) as producer, progress() as bar:
@@ -225,7 +235,7 @@ def check_msg_send_rt(
 
 @app.command("consumerProgress")
 def consumer_progress(
-    group: Annotated[str, typer.Option("-g", "--group")],
+    group: Group,
     topic: Topic,
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json: Json = False,

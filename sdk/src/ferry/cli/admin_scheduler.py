@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import msgspec
 import typer
 
 from ferry.cli.admin import DEFAULT_NAMESRV, Json, Namesrv, admin_session, app
-from ferry.cli.output import print_json, print_table
+from ferry.cli.output import print_json, print_table, show_time
 
 
 @app.command("schedulerStatus")
@@ -22,6 +21,8 @@ def scheduler_status(
     with admin_session(namesrv) as admin:
         status = admin.scheduler_status(broker_addr)
     if json:
+        import msgspec
+
         print_json(msgspec.to_builtins(status))
         return
     print_table(
@@ -43,7 +44,7 @@ def scheduler_status(
         ("timer pending", status.timer_pending),
         ("timer delivered", status.timer_delivered),
         ("timer queue offset", f"{status.timer_queue_offset} of {status.timer_queue_max}"),
-        ("timer read time ms", status.timer_read_ms),
+        ("timers read up to (UTC)", show_time(status.timer_read_ms)),
         ("repeats skipped after restart", status.skipped_duplicates),
         *sorted(status.extra.items()),
     ]

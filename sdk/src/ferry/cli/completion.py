@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import typer
-import zmq
 
-from ferry.client import Admin, admin_ops
 from ferry.protocol.errors import FerryError
+
+if TYPE_CHECKING:
+    from ferry.client import Admin
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 TIMEOUT_MS = 800
@@ -26,6 +28,10 @@ def _ask(ctx: typer.Context, incomplete: str, names: Callable[[Admin], Iterable[
     given = ctx.params.get("namesrv") if ctx is not None else None
     namesrv = str(given or os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV)
     logging.getLogger("ferry").setLevel(logging.CRITICAL)  # nothing may reach the shell
+    import zmq
+
+    from ferry.client import Admin
+
     try:
         with Admin(namesrv, timeout_ms=TIMEOUT_MS) as admin:
             return sorted(n for n in set(names(admin)) if n.startswith(incomplete))
@@ -38,6 +44,8 @@ def complete_topic(ctx: typer.Context, incomplete: str) -> list[str]:
 
 
 def complete_group(ctx: typer.Context, incomplete: str) -> list[str]:
+    from ferry.client import admin_ops
+
     return _ask(
         ctx, incomplete, lambda admin: admin_ops.all_groups(admin, admin.master_addrs().values())
     )

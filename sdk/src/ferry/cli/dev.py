@@ -1,4 +1,9 @@
-"""`ferry dev up`: the embedded local cluster, in the foreground."""
+"""`ferry dev up`: the embedded local cluster, in the foreground.
+
+Each service's output is relayed as `[service] line`; the one line with READY in it is the
+cluster's, printed once every service serves and the broker has registered. ferry.runtime
+(the `ferry[server]` extra) is imported only here, when the command runs.
+"""
 
 from __future__ import annotations
 
@@ -11,15 +16,10 @@ from typing import Annotated, Any
 import typer
 
 from ferry.cli.output import fail
+from ferry.cli.server import require_server
 from ferry.protocol.errors import FerryError
-from ferry.runtime.config import parse_overrides
-from ferry.runtime.launcher import start_local_cluster
 
-app = typer.Typer(no_args_is_help=True, help="Run Ferry locally.")
-
-
-def _print_line(name: str, line: str) -> None:
-    print(f"{name:>16} | {line}", flush=True)
+app = typer.Typer(no_args_is_help=True, help="Run Ferry locally.", rich_markup_mode=None)
 
 
 @app.command()
@@ -35,11 +35,17 @@ def up(
         Path | None, typer.Option("-c", "--conf", help="broker.conf overriding broker settings")
     ] = None,
     set_: Annotated[
-        list[str] | None, typer.Option("--set", help="override one broker.conf key: KEY=VALUE")
+        list[str] | None,
+        typer.Option("--set", metavar="KEY=VALUE", help="override one broker.conf key"),
     ] = None,
 ) -> None:
     """Start a name server, a broker group and the console; stop cleanly on Ctrl-C or
     SIGTERM."""
+    require_server("ferry dev up")
+    from ferry.runtime.config import parse_overrides
+    from ferry.runtime.launcher import LineRelay, start_local_cluster
+
+    relay = LineRelay()
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: Any) -> None:
@@ -55,17 +61,16 @@ def up(
             broker_port=broker_port,
             conf_file=str(conf) if conf else None,
             overrides=parse_overrides(set_ or []),
-            sink=_print_line,
+            sink=relay.service_line,
             console_port=console_port,
             slave=slave,
         )
     except FerryError as err:
         fail(str(err))
         raise typer.Exit(1) from None
-    print(
+    relay.write(
         f"READY namesrv={cluster.namesrv_addr} console={cluster.console_url} "
-        f"broker={cluster.broker_addr}",
-        flush=True,
+        f"broker={cluster.broker_addr}"
     )
     try:
         while not stop.wait(0.5):

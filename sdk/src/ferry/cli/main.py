@@ -1,7 +1,13 @@
-"""The `ferry` command and the RocketMQ-habit aliases mqadmin, mqnamesrv, mqbroker."""
+"""The `ferry` command and the RocketMQ-habit aliases mqadmin, mqnamesrv, mqbroker.
+
+Start-up is mostly imports (issue 24.6): nothing heavy is imported here or at the top of the
+command modules (the client, zmq, msgspec, rich, OpenTelemetry and ferry.runtime are imported
+by the commands that use them), and help is click's plain text rather than rich's panels.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -18,34 +24,43 @@ from ferry.cli import (
 )
 from ferry.cli.groups import CaseInsensitiveGroup
 from ferry.cli.serve import serve
-from ferry.runtime.telemetry import setup_telemetry, shutdown_telemetry
 
 app = typer.Typer(
     cls=CaseInsensitiveGroup,
     no_args_is_help=True,
     help="Ferry: a RocketMQ-style message queue.",
     pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
 )
 app.add_typer(dev.app, name="dev")
 app.add_typer(admin.app, name="admin")
 app.command("serve")(serve)
 
+# the OTEL_* variables that ask for exported traces (as ferry.client.tracing_setup reads them)
+TRACES_ASKED = (
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+)
+
+
+def _trace_if_asked(service_name: str) -> None:
+    """The CLI's own clients (admin commands, dev tools) are traced like any application's
+    when the OTEL_* variables ask for it; the SDK and exporter are imported only then."""
+    if any(os.environ.get(key) for key in TRACES_ASKED):
+        from ferry.client.tracing_setup import enable_from_environment
+
+        enable_from_environment(service_name)
+
 
 def main() -> None:
-    # the CLI's own clients (admin commands, dev tools) are traced like any application's
-    setup_telemetry("ferry-cli")
-    try:
-        app()
-    finally:
-        shutdown_telemetry()
+    _trace_if_asked("ferry-cli")
+    app()
 
 
 def mqadmin() -> None:
-    setup_telemetry("mqadmin")
-    try:
-        admin.app(prog_name="mqadmin")
-    finally:
-        shutdown_telemetry()
+    _trace_if_asked("mqadmin")
+    admin.app(prog_name="mqadmin")
 
 
 def mqnamesrv() -> None:

@@ -1,21 +1,28 @@
-"""What people read: tables for humans, --json for scripts."""
+"""What people read: tables for humans, --json for scripts.
+
+rich and msgspec are imported by the functions that use them: every `ferry` command imports
+this module, and most print one table or one JSON document (issue 24.6, start-up time)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import msgspec
 import typer
-from rich.console import Console
-from rich.progress import Progress
-from rich.table import Table
 
 from ferry.protocol.codes import ResponseCode
-from ferry.protocol.errors import FerryError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from ferry.protocol.errors import FerryError
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left")
     for col in columns:
         table.add_column(col, overflow="fold")
@@ -25,11 +32,27 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
 
 
 def print_json(obj: Any) -> None:
+    import msgspec
+
     print(msgspec.json.format(msgspec.json.encode(obj)).decode())
 
 
+def show_time(ms: int | None) -> str:
+    """An epoch-ms time as tables print it, in UTC: 2026-11-26 18:40:01.371 ("" for none;
+    --json keeps the raw number)."""
+    if not ms or ms < 0:
+        return ""
+    when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    return when.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}"
+
+
 def fail(message: str) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+    from rich.console import Console
+    from rich.markup import escape
+
+    # one line however long (scripts grep it), and brackets in it are text, not markup
+    console = Console(stderr=True, soft_wrap=True)
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
 
 
 # Exit codes scripts can rely on (docs/operations.md).
@@ -73,5 +96,8 @@ def not_found(message: str) -> NoReturn:
 
 def progress() -> Progress:
     """A progress bar on stderr, shown only when stderr is a terminal (never in scripts)."""
+    from rich.console import Console
+    from rich.progress import Progress
+
     console = Console(stderr=True)
     return Progress(console=console, transient=True, disable=not console.is_terminal)

@@ -10,15 +10,15 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ferry.cli.admin import DEFAULT_NAMESRV, Json, Namesrv, Topic, admin_session, app
-from ferry.cli.output import not_found, print_json, print_table, progress
-from ferry.client import MessageExt
-from ferry.client import queries as q
-from ferry.protocol.messages import MAX_QUERY_MS
+from ferry.cli.output import not_found, print_json, print_table, progress, show_time
+
+if TYPE_CHECKING:
+    from ferry.client import MessageExt
 
 BODY_PREVIEW = 80
 ROCKETMQ_TIME = "%Y-%m-%d#%H:%M:%S:%f"  # mqadmin's yyyy-MM-dd#HH:mm:ss:SSS
@@ -49,10 +49,6 @@ def parse_time(text: str | None, default: int) -> int:
             continue
         return int(when.timestamp() * 1000)
     raise typer.BadParameter(f"{text!r} is not a time (ms, ISO 8601 or yyyy-MM-dd#HH:mm:ss:SSS)")
-
-
-def show_time(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000).isoformat(sep=" ", timespec="milliseconds")
 
 
 def body_text(body: bytes, limit: int | None = None) -> str:
@@ -107,7 +103,17 @@ def print_messages(title: str, msgs: Sequence[MessageExt], json: bool) -> None:
     ]
     print_table(
         title,
-        ["msg id", "offset msg id", "broker", "queue", "offset", "stored", "tags", "keys", "body"],
+        [
+            "msg id",
+            "offset msg id",
+            "broker",
+            "queue",
+            "offset",
+            "stored (UTC)",
+            "tags",
+            "keys",
+            "body",
+        ],
         rows,
     )
 
@@ -127,8 +133,8 @@ def print_message(msg: MessageExt, json: bool) -> None:
         ("Queue Offset", msg.queue_offset),
         ("CommitLog Offset", msg.commitlog_offset),
         ("Reconsume Times", msg.reconsume_times),
-        ("Born Timestamp", show_time(msg.born_timestamp)),
-        ("Store Timestamp", show_time(msg.store_timestamp)),
+        ("Born Timestamp", f"{show_time(msg.born_timestamp)} UTC"),
+        ("Store Timestamp", f"{show_time(msg.store_timestamp)} UTC"),
         ("Born Host", msg.born_host),
         ("Store Host", msg.store_host),
         ("System Flag", msg.sysflag),
@@ -148,6 +154,8 @@ def query_msg_by_id(
     json: Json = False,
 ) -> None:
     """Show a message by its offset message id (broker + CommitLog offset, no index needed)."""
+    from ferry.client import queries as q
+
     with admin_session(namesrv) as admin:
         msgs = q.query_msg_by_id(admin, msg_id, topic)
     if len(msgs) == 1:
@@ -167,6 +175,9 @@ def query_msg_by_key(
     json: Json = False,
 ) -> None:
     """Messages of a topic carrying a key, newest first (from each broker's index)."""
+    from ferry.client import queries as q
+    from ferry.protocol.messages import MAX_QUERY_MS
+
     with admin_session(namesrv) as admin:
         msgs = q.query_msg_by_key(
             admin,
@@ -187,6 +198,8 @@ def query_msg_by_unique_key(
     json: Json = False,
 ) -> None:
     """Show a message by the msg id its producer gave it."""
+    from ferry.client import queries as q
+
     with admin_session(namesrv) as admin:
         msgs = q.query_msg_by_unique_key(admin, topic, msg_id)
     if not msgs:
@@ -210,6 +223,9 @@ def print_msg(
     json: Json = False,
 ) -> None:
     """Every message of a topic stored in a time range, queue by queue."""
+    from ferry.client import queries as q
+    from ferry.protocol.messages import MAX_QUERY_MS
+
     msgs: list[MessageExt] = []
     with admin_session(namesrv) as admin, progress() as bar:
         task = bar.add_task(f"reading {topic}", total=None)

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from ferry.protocol.errors import FerryError
 from ferry.protocol.messages import ClusterInfoReply, GetClusterInfoRequest
@@ -31,6 +32,34 @@ MODULES = {
 }
 
 LineSink = Callable[[str, str], None]
+
+
+class LineRelay:
+    """One writer for the lines of several services and of the command that started them
+    (`ferry dev up`, `ferry serve broker`): whole lines under one lock, so lines of different
+    services never merge mid-line, each prefixed with its service's name.
+
+    A service's own `READY <name> k=v…` line is relayed as `[<name>] listening k=v…`: the word
+    READY is left to the command's own line (the cluster's), so that `grep READY` finds that
+    one, printed once everything is up, and not a service's, seconds earlier."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def service_line(self, name: str, line: str) -> None:
+        """A LineSink: one line a service printed."""
+        ready = f"READY {name}"
+        if line.startswith(ready):
+            line = "listening" + line[len(ready) :]
+        self.write(f"[{name}] {line.replace('READY', 'ready')}")
+
+    def write(self, line: str) -> None:
+        """One line of the command's own."""
+        stream = self._stream or sys.stdout
+        with self._lock:
+            stream.write(line + "\n")
+            stream.flush()
 
 
 class LaunchError(FerryError):
