@@ -3,6 +3,7 @@ resume, CONSUME_FROM_TIMESTAMP."""
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -145,3 +146,23 @@ def test_broadcasting_pull_consumers_each_read_everything_and_keep_offsets_local
     finally:
         again.shutdown()
     assert [m.body for m in later] == [b"later"]
+
+
+def test_a_subscription_to_a_topic_that_does_not_exist_is_said_once(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="ferry.client.consumer")
+    create_topic(cluster.namesrv, "RealTopic", 2)
+    with PullConsumer("g-typo", cluster.namesrv, FIRST, rebalance_interval_ms=200) as consumer:
+        consumer.subscribe("RealTopic")
+        consumer.subscribe("RealTopc")  # the typo
+        wait_for(lambda: len(consumer.assignment()) == 2, 15, "RealTopic's queues")
+        deadline = time.monotonic() + 2.5  # several rebalances (every 0.2 s, quick ones at 1 s)
+        while time.monotonic() < deadline:
+            assert consumer.poll(timeout=0.3) == []
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    typo = [m for m in said if "RealTopc" in m]
+    assert len(typo) == 1, said
+    assert "does not exist" in typo[0]
+    assert cluster.namesrv in typo[0]
+    assert not [m for m in said if "RealTopic " in m]  # the real topic is not warned about

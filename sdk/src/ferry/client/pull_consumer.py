@@ -28,6 +28,7 @@ from ferry.protocol.errors import (
     FerryError,
     InvalidParameterError,
     QueryNotFoundError,
+    TopicNotExistError,
 )
 from ferry.protocol.messages import (
     AnyReply,
@@ -107,6 +108,7 @@ class PullConsumer(GroupConsumer):
         self._assigned: dict[MessageQueue, str] | None = None  # set by assign()
         self._sink: PollSink | None = None
         self._quick_rebalance = False
+        self._said_missing: set[str] = set()  # subscribed topics said not to exist
 
     @property
     def _model(self) -> MessageModel:
@@ -204,6 +206,7 @@ class PullConsumer(GroupConsumer):
                 removed = puller.assign(assigned, set())
                 retry_soon = False
             else:
+                self._say_missing(inst, subscriptions)
                 plan = assignment(
                     inst,
                     self.group,
@@ -218,6 +221,28 @@ class PullConsumer(GroupConsumer):
         if retry_soon and not self._quick_rebalance:
             self._quick_rebalance = True
             inst.ticker.later(QUICK_REBALANCE_S, self._quick_update)
+
+    def _say_missing(self, inst: ClientInstance, topics: Iterable[str]) -> None:
+        """A subscribed topic no name server knows (a typo, or not created yet) is said once:
+        poll() returns nothing of it, which is otherwise indistinguishable from no traffic.
+        Asked only while a topic has no route and has not been said (the route fetched here
+        is the one the rebalance uses)."""
+        for topic in topics:
+            if topic in self._said_missing or inst.routes.cached(topic) is not None:
+                continue
+            try:
+                inst.routes.fetch(topic)
+            except TopicNotExistError:
+                self._said_missing.add(topic)
+                log.warning(
+                    "topic %s does not exist (name server %s): consumer group %s gets no "
+                    "messages of it until it is created",
+                    topic,
+                    self.namesrv,
+                    self.group,
+                )
+            except FerryError:
+                continue  # nobody answered: the rebalance's own errors say so
 
     def _quick_update(self) -> None:
         self._quick_rebalance = False
