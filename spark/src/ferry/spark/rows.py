@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -15,6 +14,7 @@ from ferry.client import Admin, MessageExt
 from ferry.client.tracing import process_tracing
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.errors import BrokerSystemError
+from ferry.spark import arrow
 from ferry.spark.errors import DataLossError
 from ferry.spark.offsets import Range
 from ferry.spark.options import ReadOptions
@@ -30,21 +30,22 @@ def arrow_schema() -> pa.Schema:
 
 
 def to_batch(msgs: list[MessageExt], schema: pa.Schema) -> pa.RecordBatch:
-    columns: list[Any] = [
-        [m.topic for m in msgs],
-        [m.broker_name for m in msgs],
-        [m.queue.queue_id for m in msgs],
-        [m.queue_offset for m in msgs],
-        [m.msg_id for m in msgs],
-        [m.tags for m in msgs],
-        [m.keys for m in msgs],
-        [m.body for m in msgs],
-        [list(m.properties.items()) for m in msgs],
-        [m.born_timestamp * 1000 for m in msgs],  # ms -> the us Spark timestamps hold
-        [m.store_timestamp * 1000 for m in msgs],
+    types = [field.type for field in schema]
+    columns = [
+        arrow.strings([m.topic for m in msgs], types[0]),
+        arrow.strings([m.broker_name for m in msgs], types[1]),
+        arrow.integers([m.queue.queue_id for m in msgs], types[2]),
+        arrow.integers([m.queue_offset for m in msgs], types[3]),
+        arrow.strings([m.msg_id for m in msgs], types[4]),
+        arrow.strings([m.tags for m in msgs], types[5]),
+        arrow.string_lists([m.keys for m in msgs], types[6]),
+        arrow.binaries([m.body for m in msgs], types[7]),
+        arrow.string_maps([m.properties for m in msgs], types[8]),
+        # ms -> the us Spark timestamps hold
+        arrow.integers([m.born_timestamp * 1000 for m in msgs], types[9]),
+        arrow.integers([m.store_timestamp * 1000 for m in msgs], types[10]),
     ]
-    arrays = [pa.array(col, type=field.type) for col, field in zip(columns, schema, strict=True)]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def read_range(opts: ReadOptions, part: Range) -> Iterator[pa.RecordBatch]:
