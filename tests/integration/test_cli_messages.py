@@ -116,6 +116,23 @@ def test_send_rt_status_and_cluster_commands(cluster: Cluster) -> None:
     assert status
     clusters = admin_json(cluster, "topicClusterList", "-t", "RtTopic")
     assert clusters == ["DefaultCluster"]
-    human = admin(cluster, "consumerprogress", "-g", "nobody", "-t", "RtTopic")
+    made = admin(cluster, "updateSubGroup", "-g", "rt-readers")
+    assert made.returncode == 0, made.stderr
+    human = admin(cluster, "consumerprogress", "-g", "rt-readers", "-t", "RtTopic")
     assert human.returncode == 0, human.stderr
     assert "total lag" in human.stdout
+
+
+def test_consumer_progress_of_an_unknown_group_says_so(cluster: Cluster) -> None:
+    with Producer("pg-typo", cluster.namesrv) as producer:
+        producer.send(Message("TypoTopic", b"x"))
+    made = admin(cluster, "updateSubGroup", "-g", "orders-readers")
+    assert made.returncode == 0, made.stderr
+    typo = admin(cluster, "consumerProgress", "-g", "orders-reader", "-t", "TypoTopic")
+    assert typo.returncode == 3  # not found, not a table of dashes
+    assert typo.stdout == ""
+    assert "consumer group orders-reader is unknown" in typo.stderr
+    assert "did you mean orders-readers" in typo.stderr
+    as_json = admin(cluster, "consumerProgress", "-g", "nosuchgroup", "-t", "TypoTopic", "--json")
+    assert as_json.returncode == 3
+    assert "nosuchgroup is unknown" in as_json.stderr

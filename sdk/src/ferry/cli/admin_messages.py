@@ -3,6 +3,7 @@ printMsgByQueue, queryMsgByOffset, consumerProgress, brokerStatus, topicClusterL
 
 from __future__ import annotations
 
+import difflib
 import statistics
 import time
 from typing import TYPE_CHECKING, Annotated
@@ -10,11 +11,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ferry.cli.admin import DEFAULT_NAMESRV, Group, Json, Namesrv, Topic, admin_session, app
-from ferry.cli.output import die, print_json, print_table, progress, show_time
+from ferry.cli.output import die, not_found, print_json, print_table, progress, show_time
 from ferry.protocol.errors import FerryError
 
 if TYPE_CHECKING:
-    from ferry.client import MessageExt, MessageQueue, PullConsumer
+    from ferry.client import Admin, MessageExt, MessageQueue, PullConsumer
 
 TOOLS_GROUP = "TOOLS_CONSUMER"  # RocketMQ's name for mqadmin's own reads; it never commits
 PREVIEW = 64
@@ -240,7 +241,8 @@ def consumer_progress(
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json: Json = False,
 ) -> None:
-    """Per queue: broker offset, the group's committed offset and the lag between them."""
+    """Per queue: broker offset, the group's committed offset and the lag between them. A
+    group no broker knows (a typo) is an error, not a table of dashes."""
     rows = []
     with admin_session(namesrv) as admin:
         for q in admin.queues(topic):
@@ -256,6 +258,8 @@ def consumer_progress(
                     lag if lag is not None else "-",
                 )
             )
+        if all(r[3] == "-" for r in rows):
+            _check_group_known(admin, group)
     if json:
         print_json(
             [
@@ -275,6 +279,23 @@ def consumer_progress(
         f"progress of {group} on {topic} (total lag {total})",
         ["broker", "queue", "broker offset", "consumer offset", "lag"],
         rows,
+    )
+
+
+def _check_group_known(admin: Admin, group: str) -> None:
+    """Ends the command (not found) when no broker master has `group` (no subscription group:
+    brokers create one when a member first heartbeats, pulls or commits). RocketMQ's mqadmin
+    fails here too, with CONSUMER_NOT_ONLINE ("offset table is empty")."""
+    from ferry.client import admin_ops
+
+    known = admin_ops.all_groups(admin, sorted(set(admin.master_addrs().values())))
+    if group in known:
+        return
+    close = difflib.get_close_matches(group, known, n=3, cutoff=0.8)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    not_found(
+        f"consumer group {group} is unknown: no broker has it (no member ever "
+        f"subscribed, pulled or committed){hint}"
     )
 
 
