@@ -3,6 +3,7 @@ across real namesrv, store, index and remoting processes."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import threading
@@ -180,8 +181,10 @@ def test_unique_keys_offset_ids_and_queue_offsets_find_one_message(
     assert bodies(q.query_msg_by_id(admin, sent.offset_msg_id)) == [b"id-6"]
     assert bodies(q.query_msg_by_unique_key(admin, "Ids", sent.msg_id)) == [b"id-6"]
     assert bodies(q.query_msg_by_id(admin, sent.msg_id, "Ids")) == [b"id-6"]
+    # as mqadmin: the id is tried as an offset id, then as a client id, in every topic
+    assert bodies(q.query_msg_by_id(admin, sent.msg_id)) == [b"id-6"]
     with pytest.raises(QueryNotFoundError):
-        q.query_msg_by_id(admin, sent.msg_id)  # a client id needs its topic
+        q.query_msg_by_id(admin, "0A0000017D2A0000000000000000FFFF")  # neither kind
     at = q.query_msg_by_offset(admin, sent.queue, sent.queue_offset)
     assert at.body == b"id-6"
     with pytest.raises(QueryNotFoundError):
@@ -332,6 +335,18 @@ def test_the_query_commands_print_tables_and_json(cluster: Cluster, index: Index
     assert "cli-1" in by_id.stdout
     assert "Store Timestamp" in by_id.stdout
     assert sent.msg_id in by_id.stdout
+    # the msg id the producer printed works too (no topic needed), and --json keeps raw times
+    by_client_id = run_cli("queryMsgById", *ns, "-i", sent.msg_id, "--json")
+    assert by_client_id.exit_code == 0, by_client_id.output
+    found = json.loads(by_client_id.stdout)
+    assert (found["body"], found["offset_msg_id"]) == ("cli-1", sent.offset_msg_id)
+    stored = found["store_timestamp"]
+    assert isinstance(stored, int)
+    # tables print times in UTC, to the ms, as 2026-11-26 18:40:01.371
+    utc = dt.datetime.fromtimestamp(stored / 1000, tz=dt.UTC)
+    shown = utc.strftime("%Y-%m-%d %H:%M:%S.") + f"{stored % 1000:03d} UTC"
+    assert shown in by_id.stdout
+    assert str(stored) not in by_id.stdout
 
     unique = run_cli("queryMsgByUniqueKey", *ns, "-i", sent.msg_id, "-t", "Cli", "--json")
     assert unique.exit_code == 0, unique.output

@@ -146,14 +146,22 @@ def print_message(msg: MessageExt, json: bool) -> None:
 
 @app.command("queryMsgById")
 def query_msg_by_id(
-    msg_id: Annotated[str, typer.Option("-i", "--msgId", help="offset msg id (or client id)")],
+    msg_id: Annotated[
+        str,
+        typer.Option("-i", "--msgId", metavar="ID", help="offset msg id, or the producer's msg id"),
+    ],
     topic: Annotated[
-        str | None, typer.Option("-t", "--topic", help="to look a client msg id up by key")
+        str | None,
+        typer.Option(
+            "-t", "--topic", metavar="TOPIC", help="look a producer's msg id up in this topic only"
+        ),
     ] = None,
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json: Json = False,
 ) -> None:
-    """Show a message by its offset message id (broker + CommitLog offset, no index needed)."""
+    """Show a message by its offset msg id (broker + CommitLog offset, read without any
+    index) or else by the msg id its producer gave it (looked up in every topic's index, or
+    -t's)."""
     from ferry.client import queries as q
 
     with admin_session(namesrv) as admin:

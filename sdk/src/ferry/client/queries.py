@@ -14,6 +14,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from ferry.client.message import MessageExt, MessageQueue, decode_message
 from ferry.client.transport import Result, expect, wait
 from ferry.protocol import record
@@ -22,6 +24,7 @@ from ferry.protocol.errors import (
     BrokerNotExistError,
     InvalidParameterError,
     QueryNotFoundError,
+    TopicNotExistError,
 )
 from ferry.protocol.messages import (
     MAX_QUERY_MS,
@@ -84,20 +87,30 @@ def query_msg_by_key(
         raise InvalidParameterError("the key is empty")
     if not 1 <= max_num <= MAX_NUM:
         raise InvalidParameterError(f"max_num must be within 1..{MAX_NUM}")
-    inst = admin._started()
     body = QueryMessageRequest(
         topic=topic, key=key, unique=unique, begin_ms=begin_ms, end_ms=end_ms, max_num=max_num
     )
-    asked: list[tuple[str, str, Future[Result]]] = [
-        (name, addr, inst.connection(addr).submit(body, timeout_s=inst.api_timeout_s))
-        for name, addr in sorted(_masters(admin, topic).items())
-    ]
+    return _ask_indexes(admin, {topic: _masters(admin, topic)}, body)
+
+
+def _ask_indexes(
+    admin: Admin, masters: dict[str, dict[str, str]], body: QueryMessageRequest
+) -> list[MessageExt]:
+    """Asks `body` of the index of every master of each topic (topic -> broker name ->
+    address), all at once; the answers merged, newest first, at most body.max_num."""
+    inst = admin._started()
+    asked: list[tuple[str, str, Future[Result]]] = []
+    for topic, brokers in sorted(masters.items()):
+        question = msgspec.structs.replace(body, topic=topic)
+        for name, addr in sorted(brokers.items()):
+            future = inst.connection(addr).submit(question, timeout_s=inst.api_timeout_s)
+            asked.append((name, addr, future))
     found: list[MessageExt] = []
     for name, addr, future in asked:
         result = wait(future, inst.api_timeout_s, addr)
         expect(result, QueryMessageReply)
         found.extend(_records(result[1], name))
-    return _newest_first(found)[:max_num]
+    return _newest_first(found)[: body.max_num]
 
 
 def query_msg_by_unique_key(
@@ -149,23 +162,38 @@ def _view(admin: Admin, addr: str, broker_name: str, phys_offset: int) -> Messag
 
 
 def query_msg_by_id(admin: Admin, msg_id: str, topic: str | None = None) -> list[MessageExt]:
-    """By offset message id when msg_id names a known broker, else (with the topic) by the
-    client msg_id, as mqadmin's queryMsgById does."""
+    """As mqadmin's queryMsgById: msg_id is tried as an offset message id (broker address +
+    CommitLog offset, read without any index), then as a client msg id (the UNIQ_KEY a send
+    result calls msg_id), looked up in the index of `topic`'s brokers, or of every topic's
+    when no topic is given. Every stored copy is returned, newest first."""
     try:
         addr, phys_offset = record.decode_offset_msg_id(msg_id)
     except record.RecordError:
         addr, phys_offset = "", -1
     names = _broker_names(admin)
     if addr in names:
-        return [_view(admin, addr, names[addr], phys_offset)]
-    if topic is None:
-        raise QueryNotFoundError(
-            f"{msg_id} is not the offset message id of a known broker; "
-            "give its topic to look it up as a client msg id"
-        )
-    found = query_msg_by_unique_key(admin, topic, msg_id)
+        try:
+            return [_view(admin, addr, names[addr], phys_offset)]
+        except (QueryNotFoundError, InvalidParameterError):
+            pass  # a client msg id that happens to decode to a broker's address
+    if topic is not None:
+        check_topic(topic)
+    masters: dict[str, dict[str, str]] = {}
+    for name in [topic] if topic is not None else admin.topic_list():
+        try:
+            masters[name] = _masters(admin, name)
+        except TopicNotExistError:
+            if topic is not None:
+                raise
+            # listed, but deleted since: nothing of it to find
+    body = QueryMessageRequest(topic="", key=msg_id, unique=True)
+    found = _ask_indexes(admin, masters, body)
     if not found:
-        raise QueryNotFoundError(f"no message of {topic} has msg id {msg_id}")
+        where = f"topic {topic}" if topic is not None else f"any of {len(masters)} topics"
+        raise QueryNotFoundError(
+            f"{msg_id} is neither the offset message id of a stored message nor the msg id "
+            f"of a message of {where}"
+        )
     return found
 
 
