@@ -1,16 +1,21 @@
 """The C extension; everything else is in pyproject.toml.
 
-optional: where it cannot be built (no C compiler), the install goes on without it and
-ferry.native.ENABLED is False, so the Python code runs.
+One module, ferry.native._speedups, compiled from one unit per user (src/ferry/native/
+speedups.h lists them). optional: where it cannot be built (no C compiler), the install goes
+on without it and ferry.native.ENABLED is False, so the Python code runs.
 """
 
 from setuptools import Extension, setup
+
+SRC = "src/ferry/native/"
+UNITS = ["_speedups.c", "record.c"]
 
 setup(
     ext_modules=[
         Extension(
             "ferry.native._speedups",
-            ["src/ferry/native/_speedups.c"],
+            [SRC + unit for unit in UNITS],
+            depends=[SRC + "speedups.h"],
             libraries=["z"],  # zlib's crc32, as zlib.crc32 (python3 itself needs libz)
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,

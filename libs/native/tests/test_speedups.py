@@ -63,7 +63,7 @@ def _reflected(value: int, bits: int) -> int:
 def test_the_fold_constants_in_the_c_source_are_the_polynomials() -> None:
     # where the C's numbers come from: x^n mod P reflected and shifted by one, for folds of
     # 512 and 128 bits and the 64 -> 32 step, and Barrett's floor(x^64 / P) and P reflected
-    source = (Path(native.__file__).parent / "_speedups.c").read_text()
+    source = (Path(native.__file__).parent / "record.c").read_text()
     wanted = [_reflected(_xpow_mod_p(n), 32) << 1 for n in (544, 480, 160, 96, 64)]
     q, a = 0, 1 << 64
     while a.bit_length() >= 33:

@@ -1,119 +1,14 @@
-/* Ferry's per-record loops in C: the store's batch scan and stamp, the index's key hashes.
+/* The module ferry.native._speedups, made of one unit per user (speedups.h lists them).
  *
- * CRC-32 is zlib's value, folded with PCLMULQDQ where the CPU has it; BLAKE2b is written
- * here from RFC 7693.
- * Each function has a Python reference in the package that calls it (ferry.store.batch,
- * ferry.store.commit_log, ferry.index.keys), and tests compare the two on the same bytes.
  * Anything unusual (a malformed record, a non-ASCII tag or key) is left to the Python code:
- * these functions return None, or call back, rather than explain errors themselves.
- * Record layout: ferry.protocol.record (big-endian, RocketMQ v1 field order).
+ * these functions return None, or call back, rather than explain errors themselves. Each has
+ * a Python reference in the package that calls it, and tests compare the two on the same
+ * bytes.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "speedups.h"
+
 #include <structmember.h>
-#include <stdint.h>
-#include <string.h>
-#include <zlib.h>
 
-#define MAGIC 0xDAA320A7u
-#define BLANK_MAGIC 0xCBD43194u
-#define FIXED_SIZE 91
-#define BLANK_MIN 8
-#define OFF_BODY 88
-#define CQ_ENTRY_SIZE 20
-#define TX_ROLLBACK 0xC /* both transaction bits: a rolled-back record */
-
-static inline uint32_t get_u32(const uint8_t *p) {
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-static inline int32_t get_i32(const uint8_t *p) { return (int32_t)get_u32(p); }
-static inline int64_t get_i64(const uint8_t *p) {
-    return (int64_t)(((uint64_t)get_u32(p) << 32) | get_u32(p + 4));
-}
-static inline void put_u32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
-}
-static inline void put_i64(uint8_t *p, int64_t v) {
-    put_u32(p, (uint32_t)((uint64_t)v >> 32));
-    put_u32(p + 4, (uint32_t)v);
-}
-
-/* ---- CRC-32 (zlib.crc32's value), folded with carry-less multiplies where the CPU has them ---- */
-
-/* zlib's braided loop runs at ~1 byte per cycle; folding 64 bytes at a time with PCLMULQDQ
- * (Intel's "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ", bit-reflected
- * form) gives the same value several times faster. The constants are x^n mod P for the
- * fold distances, bit-reflected and shifted by one; tests/test_speedups.py derives them again
- * from the polynomial and compares every length and alignment against zlib. Short inputs and CPUs
- * without PCLMULQDQ use zlib. */
-static uint32_t crc32_zlib(uint32_t c, const uint8_t *p, Py_ssize_t n) {
-    while (n > 0) { /* zlib takes uInt lengths */
-        uInt step = n > (Py_ssize_t)0x40000000 ? 0x40000000u : (uInt)n;
-        c = (uint32_t)crc32(c, p, step);
-        p += step;
-        n -= step;
-    }
-    return c;
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define CRC_FOLD 1
-static int crc_fold_ok = -1; /* unknown until the first call */
-
-__attribute__((target("pclmul,sse4.1")))
-static uint32_t crc32_fold(uint32_t c, const uint8_t *p, Py_ssize_t n) {
-    /* n >= 64; returns the CRC of p[0, n - n % 16) continued from c, the tail left to zlib */
-    const __m128i fold4 = _mm_set_epi64x(0x1c6e41596LL, 0x154442bd4LL); /* x^480, x^544 */
-    const __m128i fold1 = _mm_set_epi64x(0x0ccaa009eLL, 0x1751997d0LL); /* x^96, x^160 */
-    const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
-    __m128i a = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p), _mm_cvtsi32_si128((int)~c));
-    __m128i b = _mm_loadu_si128((const __m128i *)(p + 16));
-    __m128i d = _mm_loadu_si128((const __m128i *)(p + 32));
-    __m128i e = _mm_loadu_si128((const __m128i *)(p + 48));
-    p += 64;
-    n -= 64;
-#define FOLD(x, k, next) \
-    _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)), next)
-    for (; n >= 64; p += 64, n -= 64) {
-        a = FOLD(a, fold4, _mm_loadu_si128((const __m128i *)p));
-        b = FOLD(b, fold4, _mm_loadu_si128((const __m128i *)(p + 16)));
-        d = FOLD(d, fold4, _mm_loadu_si128((const __m128i *)(p + 32)));
-        e = FOLD(e, fold4, _mm_loadu_si128((const __m128i *)(p + 48)));
-    }
-    a = FOLD(a, fold1, b);
-    a = FOLD(a, fold1, d);
-    a = FOLD(a, fold1, e);
-    for (; n >= 16; p += 16, n -= 16) a = FOLD(a, fold1, _mm_loadu_si128((const __m128i *)p));
-#undef FOLD
-    /* 128 -> 64 bits, 64 -> 32 bits, then Barrett reduction (x^64 / P and P, reflected) */
-    a = _mm_xor_si128(_mm_srli_si128(a, 8), _mm_clmulepi64_si128(a, fold1, 0x10));
-    __m128i hi = _mm_srli_si128(a, 4);
-    a = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(a, low32), _mm_cvtsi64_si128(0x163cd6124LL), 0x00), hi);
-    const __m128i barrett = _mm_set_epi64x(0x1f7011641LL, 0x1db710641LL);
-    __m128i t = _mm_clmulepi64_si128(_mm_and_si128(a, low32), barrett, 0x10);
-    t = _mm_clmulepi64_si128(_mm_and_si128(t, low32), barrett, 0x00);
-    return ~(uint32_t)_mm_extract_epi32(_mm_xor_si128(a, t), 1);
-}
-#endif
-
-static uint32_t crc32_update(uint32_t c, const uint8_t *p, Py_ssize_t n) {
-#ifdef CRC_FOLD
-    if (crc_fold_ok < 0) {
-        __builtin_cpu_init();
-        crc_fold_ok = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-    }
-    if (crc_fold_ok && n >= 64) {
-        Py_ssize_t whole = n - n % 16;
-        c = crc32_fold(c, p, whole);
-        p += whole;
-        n -= whole;
-    }
-#endif
-    return crc32_zlib(c, p, n);
-}
-
-static uint32_t crc32_of(const uint8_t *p, Py_ssize_t n) { return crc32_update(0, p, n); }
 
 /* ---- BLAKE2b with an 8-byte digest, no key (RFC 7693): hashlib.blake2b(digest_size=8) ---- */
 
@@ -210,39 +105,6 @@ static uint64_t key_hash3(uint8_t space, const uint8_t *topic, Py_ssize_t topic_
     return h[0];
 }
 
-/* ---- shared record walking ---- */
-
-/* Java's String.hashCode of an ASCII tag; -1 in *ascii when a byte is not ASCII. */
-static int32_t java_hash_ascii(const uint8_t *p, Py_ssize_t n, int *ascii) {
-    uint32_t h = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (p[i] >= 0x80) {
-            *ascii = 0;
-            return 0;
-        }
-        h = 31u * h + p[i];
-    }
-    *ascii = 1;
-    return (int32_t)h;
-}
-
-/* The value of property `name` (with its \x01) in props[0, n): the first item that starts
- * with it. Items start at the beginning and after each \x02, as ferry.protocol.record. */
-static int find_property(const uint8_t *props, Py_ssize_t n, const char *name, Py_ssize_t name_len,
-                         Py_ssize_t *value_at, Py_ssize_t *value_end) {
-    Py_ssize_t i = 0;
-    while (i < n) {
-        const uint8_t *sep = memchr(props + i, 2, (size_t)(n - i));
-        Py_ssize_t item_end = sep ? (Py_ssize_t)(sep - props) : n;
-        if (item_end - i >= name_len && memcmp(props + i, name, (size_t)name_len) == 0) {
-            *value_at = i + name_len;
-            *value_end = item_end;
-            return 1;
-        }
-        i = item_end + 1;
-    }
-    return 0;
-}
 
 /* ---- the store: scan a put's records ---- */
 
@@ -355,7 +217,7 @@ static PyObject *py_stamp(PyObject *self, PyObject *args) {
         put_i64(r + 28, at);
         put_i64(r + 56, store_ms);
         memcpy(r + 64, host.buf, 8);
-        put_u32(r + 8, crc32_of(r + 12, size - 12));
+        put_u32(r + 8, ferry_crc32(r + 12, size - 12));
         uint8_t *e = c + CQ_ENTRY_SIZE * i;
         put_i64(e, at);
         put_u32(e + 8, (uint32_t)size);
@@ -1292,13 +1154,6 @@ fail:
 
 /* ---- small entry points for the tests ---- */
 
-static PyObject *py_crc32(PyObject *self, PyObject *args) {
-    Py_buffer b;
-    if (!PyArg_ParseTuple(args, "y*", &b)) return NULL;
-    uint32_t c = crc32_of(b.buf, b.len);
-    PyBuffer_Release(&b);
-    return PyLong_FromUnsignedLong(c);
-}
 
 static PyObject *py_key_hash(PyObject *self, PyObject *args) {
     Py_buffer topic, key;
@@ -1388,7 +1243,6 @@ static PyMethodDef methods[] = {
     {"queue_runs", py_queue_runs, METH_VARARGS,
      "queue_runs(entries, count, total, max_msgs, max_bytes, log_end) -> "
      "(runs, count, total, entries used, state)"},
-    {"crc32", py_crc32, METH_VARARGS, "crc32(data) -> zlib.crc32(data)"},
     {"joined_offset_ids", py_joined_offset_ids, METH_VARARGS,
      "joined_offset_ids(host_prefix, phys_offsets) -> the offset ids joined by commas, or None"},
     {"unfilled", py_unfilled, METH_VARARGS,
@@ -1418,5 +1272,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     empty_tuple = PyTuple_New(0);
     if (!str_TAGS || !str_KEYS || !str_UNIQ_KEY || !str_space || !empty_str || !empty_tuple)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m && ferry_record_init(m) < 0) Py_CLEAR(m);
+    return m;
 }

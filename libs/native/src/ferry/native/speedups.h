@@ -1,0 +1,80 @@
+/* What the units of ferry.native._speedups share: the record layout, byte helpers, and the
+ * functions one unit lends another.
+ *
+ * The units, one per user: record.c (CRC-32), store.c (the broker-store's batch scan, stamp
+ * and pull ranges), index.c (the index's key hashes and entries), sdk.c with sdk_receive.c
+ * and sdk_send.c (the client's decode, encode and send results), and _speedups.c, which
+ * makes the module of them all. Record layout: ferry.protocol.record (big-endian, RocketMQ
+ * v1 field order).
+ */
+#ifndef FERRY_SPEEDUPS_H
+#define FERRY_SPEEDUPS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAGIC 0xDAA320A7u
+#define BLANK_MAGIC 0xCBD43194u
+#define FIXED_SIZE 91
+#define BLANK_MIN 8
+#define OFF_BODY 88
+#define CQ_ENTRY_SIZE 20
+#define TX_ROLLBACK 0xC /* both transaction bits: a rolled-back record */
+
+static inline uint32_t get_u32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+static inline int32_t get_i32(const uint8_t *p) { return (int32_t)get_u32(p); }
+static inline int64_t get_i64(const uint8_t *p) {
+    return (int64_t)(((uint64_t)get_u32(p) << 32) | get_u32(p + 4));
+}
+static inline void put_u32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+static inline void put_i64(uint8_t *p, int64_t v) {
+    put_u32(p, (uint32_t)((uint64_t)v >> 32));
+    put_u32(p + 4, (uint32_t)v);
+}
+
+/* Java's String.hashCode of an ASCII tag; -1 in *ascii when a byte is not ASCII. */
+static inline int32_t java_hash_ascii(const uint8_t *p, Py_ssize_t n, int *ascii) {
+    uint32_t h = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (p[i] >= 0x80) {
+            *ascii = 0;
+            return 0;
+        }
+        h = 31u * h + p[i];
+    }
+    *ascii = 1;
+    return (int32_t)h;
+}
+
+/* The value of property `name` (with its \x01) in props[0, n): the first item that starts
+ * with it. Items start at the beginning and after each \x02, as ferry.protocol.record. */
+static inline int find_property(const uint8_t *props, Py_ssize_t n, const char *name,
+                                Py_ssize_t name_len, Py_ssize_t *value_at, Py_ssize_t *value_end) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        const uint8_t *sep = memchr(props + i, 2, (size_t)(n - i));
+        Py_ssize_t item_end = sep ? (Py_ssize_t)(sep - props) : n;
+        if (item_end - i >= name_len && memcmp(props + i, name, (size_t)name_len) == 0) {
+            *value_at = i + name_len;
+            *value_end = item_end;
+            return 1;
+        }
+        i = item_end + 1;
+    }
+    return 0;
+}
+
+/* record.c: zlib.crc32's value of p[0, n) */
+uint32_t ferry_crc32(const uint8_t *p, Py_ssize_t n);
+
+/* Each unit adds its functions (and makes what it keeps) when the module is made: 0, or -1
+ * with an error set. */
+int ferry_record_init(PyObject *module);
+
+#endif
