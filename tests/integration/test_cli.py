@@ -137,3 +137,28 @@ def test_serve_broker_accepts_a_rocketmq_broker_conf(tmp_path: Path) -> None:
             proc.kill()
             proc.wait(10)
         reader.close()
+
+
+def test_dev_up_output_has_one_ready_line_and_whole_prefixed_service_lines(
+    tmp_path: Path,
+) -> None:
+    """`ferry dev up | grep READY` finds exactly the cluster's line; each service's own
+    READY is relayed as `[service] listening …`, and no two lines are merged."""
+    dev = DevUp(tmp_path / "data")
+    try:
+        assert dev.reader.lines[-1].startswith("READY namesrv=")
+        dev.proc.send_signal(signal.SIGTERM)
+        dev.reader.wait_for_prefix("ferry dev: stopped", timeout=60)  # its last line
+        assert dev.proc.wait(30) == 0
+    finally:
+        dev.close()
+    lines = [ln for ln in dev.reader.lines if ln]
+    ready = [ln for ln in lines if "READY" in ln]
+    assert len(ready) == 1, ready
+    services = ("namesrv", "console", "broker-store", "index", "scheduler", "ha-replicator")
+    prefixes = tuple(f"[{name}] " for name in (*services, "broker-remoting"))
+    own = ("READY namesrv=", "ferry dev: stopped")
+    strays = [ln for ln in lines if not ln.startswith(prefixes + own)]
+    assert not strays, strays
+    listening = {ln.split("]", 1)[0][1:] for ln in lines if "] listening " in ln}
+    assert listening == {*services, "broker-remoting"}
