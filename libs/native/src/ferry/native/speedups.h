@@ -76,6 +76,7 @@ uint32_t ferry_crc32(const uint8_t *p, Py_ssize_t n);
 /* Each unit adds its functions (and makes what it keeps) when the module is made: 0, or -1
  * with an error set. */
 int ferry_record_init(PyObject *module);
+int ferry_index_init(PyObject *module);
 int ferry_store_init(PyObject *module);
 
 #endif
