@@ -20,6 +20,7 @@ from typer.testing import CliRunner, Result
 
 from ferry.cli.completion import complete_group, complete_topic
 from ferry.cli.main import app as ferry_app
+from ferry.cli.output import show_time
 from ferry.client import (
     Admin,
     ConsumeFromWhere,
@@ -371,6 +372,18 @@ def test_send_message_many_times(cluster: Cluster) -> None:
     assert sent["sent"] == 25
     status = admin_json(cluster, "topicStatus", "-t", "ManyTopic")
     assert sum(q[2] - q[1] for q in status["broker-a"]) == 25
+    # --json keeps the raw epoch ms; the table prints it in UTC, readable
+    stored = max(q[3] for q in status["broker-a"])
+    assert abs(stored - time.time() * 1000) < 600_000
+    human = RUNNER.invoke(
+        ferry_app,
+        ["admin", "topicStatus", "-t", "ManyTopic", "-n", cluster.namesrv],
+        env={"COLUMNS": "200"},
+    )
+    assert human.exit_code == 0, human.output
+    assert "last store (UTC)" in human.stdout
+    assert show_time(stored) in human.stdout
+    assert str(stored) not in human.stdout
 
 
 # ---- last: deletes CommitLog segments other tests' messages live in ----
