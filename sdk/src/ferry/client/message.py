@@ -328,6 +328,27 @@ class PlainMessage(NamedTuple):
     size: int  # the record's size once encoded (compression can only shrink it)
 
 
+# The classes' shapes the C code (ferry.native) works with, handed over once below so that it
+# holds no attribute name or field order of its own: a MessageExt's attributes in the order
+# its decoder takes them (the send side reads the first seven, a Message's), a SendResult's,
+# and a PlainMessage's fields, whose positions it is given. test_native_shapes.py checks that
+# these name every slot and field.
+NATIVE_MESSAGE_FIELDS = (
+    *("topic", "body", "tags", "keys", "properties", "delay_level", "deliver_at_ms"),
+    *("msg_id", "offset_msg_id", "queue", "queue_offset", "commitlog_offset"),
+    *("born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times"),
+    *("broker_name", "flag", "sysflag"),
+)
+NATIVE_RESULT_FIELDS = ("status", "msg_id", "offset_msg_id", "queue", "queue_offset")
+NATIVE_PLAIN_FIELDS = ("body", "tags", "keys", "size")
+if native.BUILT:
+    native.bind_sdk(
+        NATIVE_MESSAGE_FIELDS,
+        NATIVE_RESULT_FIELDS,
+        tuple(PlainMessage._fields.index(name) for name in NATIVE_PLAIN_FIELDS),
+    )
+
+
 # UNIQ_KEY's property bytes besides the 32-digit id, and a record's fixed size besides the
 # topic (FIXED_SIZE counts the topic's length byte, which topic_tail() holds)
 _UNIQ_SIZE = len(_UNIQ_PREFIX) + 1 + 32

@@ -4,6 +4,8 @@ ENABLED is False when the extension did not build (no compiler) or when FERRY_NA
 for the Python code (to compare, or to rule the C code out); callers check it on every call.
 Every function has a Python reference in the package that calls it, and answers None (or
 calls back) where that reference must decide: a malformed record, a non-ASCII tag or key.
+The C code keeps no Python class shape of its own: the SDK hands over its classes' attribute
+names and a PlainMessage's field positions with bind_sdk (ferry.client.message, at import).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 
 try:
     from ferry.native._speedups import (
+        bind_sdk,
         crc32,
         decode_records,
         encode_plain_batch,
@@ -37,6 +40,7 @@ ENABLED = BUILT and os.environ.get("FERRY_NATIVE", "1") != "0"
 __all__ = [
     "BUILT",
     "ENABLED",
+    "bind_sdk",
     "crc32",
     "decode_records",
     "describe",

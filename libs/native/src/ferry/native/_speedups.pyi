@@ -27,6 +27,20 @@ def stamp(
     /,
 ) -> int: ...
 def indexed_records(buf: Any, /) -> list[tuple[int, int, list[int]]] | None: ...
+def bind_sdk(
+    message_fields: tuple[str, ...],
+    result_fields: tuple[str, ...],
+    plain_positions: tuple[int, ...],
+    /,
+) -> None:
+    """The SDK classes' shapes, which decode_records, plain_message(s), encode_plain_batch and
+    send_results need (they raise RuntimeError before it): a received message's 20 attribute
+    names in the order topic, body, tags, keys, properties, delay_level, deliver_at_ms (the
+    send side reads these seven), msg_id, offset_msg_id, queue, queue_offset, commitlog_offset,
+    born_timestamp, store_timestamp, born_host, store_host, reconsume_times, broker_name, flag,
+    sysflag; a send result's 5 in the order status, msg_id, offset_msg_id, queue, queue_offset;
+    and a PlainMessage's positions of body, tags, keys and size."""
+
 def crc32(data: Any, /) -> int: ...
 def unfilled(n: int, /) -> bytearray: ...
 def joined_offset_ids(host_prefix: str, phys_offsets: list[int], /) -> str | None: ...

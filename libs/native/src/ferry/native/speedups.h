@@ -73,10 +73,55 @@ static inline int find_property(const uint8_t *props, Py_ssize_t n, const char *
 /* record.c: zlib.crc32's value of p[0, n) */
 uint32_t ferry_crc32(const uint8_t *p, Py_ssize_t n);
 
+/* ---- sdk.c: the client classes' shapes, handed over by the SDK (bind_sdk) ---- */
+
+/* A received message's attributes (MessageExt), in the order bind_sdk takes their names; the
+ * first N_SEND_FIELDS are a Message's, which the send side reads. */
+enum {
+    A_TOPIC, A_BODY, A_TAGS, A_KEYS, A_PROPERTIES, A_DELAY_LEVEL, A_DELIVER_AT_MS, A_MSG_ID,
+    A_OFFSET_MSG_ID, A_QUEUE, A_QUEUE_OFFSET, A_COMMITLOG_OFFSET, A_BORN_TIMESTAMP,
+    A_STORE_TIMESTAMP, A_BORN_HOST, A_STORE_HOST, A_RECONSUME_TIMES, A_BROKER_NAME, A_FLAG,
+    A_SYSFLAG, N_MESSAGE_FIELDS};
+#define N_SEND_FIELDS 7 /* topic .. deliver_at_ms */
+/* A SendResult's attributes, and a PlainMessage's fields (a tuple: positions are handed over) */
+enum { R_STATUS, R_MSG_ID, R_OFFSET_MSG_ID, R_QUEUE, R_QUEUE_OFFSET, N_RESULT_FIELDS };
+enum { P_BODY, P_TAGS, P_KEYS, P_SIZE, N_PLAIN_FIELDS };
+
+extern PyObject *ferry_message_names[N_MESSAGE_FIELDS]; /* interned */
+extern PyObject *ferry_result_names[N_RESULT_FIELDS];
+extern Py_ssize_t ferry_plain_at[N_PLAIN_FIELDS];
+/* 0 until bind_sdk; each bind adds one, so offsets resolved for older names are resolved again */
+extern unsigned ferry_sdk_generation;
+
+/* 0 when the SDK has bound its shapes, else -1 with an error naming `who` */
+int ferry_sdk_bound(const char *who);
+/* The offsets of attributes `names` of class `cls` when each is a plain writable __slots__
+ * slot (an object member), so that C can read or fill them without attribute lookups: 1 when
+ * all are, 0 when one is not (use getattr/setattr), -1 on error. */
+int ferry_slot_offsets(PyObject *cls, PyObject *const *names, int n, Py_ssize_t *out);
+
+/* An offset message id: prefix (ASCII: the store host's 16 hex digits) + 16 hex digits of phys. */
+static inline PyObject *offset_id_of(PyObject *prefix, int64_t phys) {
+    static const char HEX[] = "0123456789ABCDEF";
+    Py_ssize_t plen = PyUnicode_GET_LENGTH(prefix);
+    PyObject *s = PyUnicode_New(plen + 16, 127);
+    if (!s) return NULL;
+    Py_UCS1 *o = PyUnicode_1BYTE_DATA(s);
+    memcpy(o, PyUnicode_1BYTE_DATA(prefix), (size_t)plen);
+    uint64_t v = (uint64_t)phys;
+    for (int i = 15; i >= 0; i--) {
+        o[plen + i] = (Py_UCS1)HEX[v & 0xF];
+        v >>= 4;
+    }
+    return s;
+}
+
 /* Each unit adds its functions (and makes what it keeps) when the module is made: 0, or -1
  * with an error set. */
 int ferry_record_init(PyObject *module);
 int ferry_index_init(PyObject *module);
 int ferry_store_init(PyObject *module);
+int ferry_sdk_init(PyObject *module);
+int ferry_sdk_receive_init(PyObject *module);
 
 #endif
