@@ -123,5 +123,6 @@ int ferry_index_init(PyObject *module);
 int ferry_store_init(PyObject *module);
 int ferry_sdk_init(PyObject *module);
 int ferry_sdk_receive_init(PyObject *module);
+int ferry_sdk_send_init(PyObject *module);
 
 #endif
