@@ -19,6 +19,11 @@ def test_dev_up_slave_adds_a_slave_group_to_the_route(tmp_path: Path) -> None:
     try:
         wait_for(lambda: broker_ids(dev.fields["namesrv"]) == {0, 1}, 60, "master and slave routed")
         assert (tmp_path / "data" / "broker-a-s" / "commitlog").is_dir()
+        # the slave group's services are told apart from the master's in the output
+        said = dev.reader.lines
+        assert any(ln.startswith("[broker-store] listening ") for ln in said)
+        assert any(ln.startswith("[broker-store-slave] listening ") for ln in said)
+        assert [ln for ln in said if "READY" in ln] == [said[-1]]  # the cluster's, last
         dev.proc.send_signal(signal.SIGTERM)
         assert dev.proc.wait(120) == 0
     finally:

@@ -48,10 +48,9 @@ class LineRelay:
         self._lock = threading.Lock()
 
     def service_line(self, name: str, line: str) -> None:
-        """A LineSink: one line a service printed."""
-        ready = f"READY {name}"
-        if line.startswith(ready):
-            line = "listening" + line[len(ready) :]
+        """A LineSink: one line a service printed (`READY <its name> k=v…` once)."""
+        if line.startswith("READY "):
+            line = "listening " + line.split(" ", 2)[-1] if line.count(" ") > 1 else "listening"
         self.write(f"[{name}] {line.replace('READY', 'ready')}")
 
     def write(self, line: str) -> None:
@@ -337,13 +336,21 @@ def start_local_cluster(
                 conf_file=conf_file,
                 overrides=overrides,
                 env=env,
-                sink=sink,
+                sink=_labelled(sink, "-slave"),
             )
             cluster.processes.extend(slave_group.processes)
     except BaseException:
         cluster.stop()
         raise
     return cluster
+
+
+def _labelled(sink: LineSink | None, suffix: str) -> LineSink | None:
+    """`sink` with each service's name suffixed: the slave group's broker-store apart from
+    the master's in `ferry dev up --slave`'s output."""
+    if sink is None:
+        return None
+    return lambda name, line: sink(name + suffix, line)
 
 
 OTEL_TRACE_KEYS = (
