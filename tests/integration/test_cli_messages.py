@@ -11,6 +11,7 @@ from itest_support import Cluster, start_cluster
 from typer.testing import CliRunner
 
 from ferry.cli.main import app as ferry_app
+from ferry.cli.output import show_time
 from ferry.client import ConsumeFromWhere, Message, Producer, PullConsumer
 
 RUNNER = CliRunner()
@@ -113,7 +114,14 @@ def test_send_rt_status_and_cluster_commands(cluster: Cluster) -> None:
     assert 0 < rt["p50_ms"] <= rt["max_ms"]
     status = admin_json(cluster, "brokerStatus", "-b", cluster.broker_addr)
     assert isinstance(status, dict)
-    assert status
+    booted = int(status["bootTimestamp"])  # raw epoch ms in --json
+    table = RUNNER.invoke(
+        ferry_app,
+        ["admin", "brokerStatus", "-b", cluster.broker_addr, "-n", cluster.namesrv],
+        env={"COLUMNS": "200"},
+    )
+    assert table.exit_code == 0, table.output
+    assert f"{show_time(booted)} UTC" in table.stdout  # readable in the table
     clusters = admin_json(cluster, "topicClusterList", "-t", "RtTopic")
     assert clusters == ["DefaultCluster"]
     made = admin(cluster, "updateSubGroup", "-g", "rt-readers")

@@ -311,7 +311,15 @@ def broker_status(
     if json:
         print_json(info)
         return
-    print_table(f"broker {broker_addr}", ["key", "value"], sorted(info.items()))
+    rows = [(k, _readable(k, v)) for k, v in sorted(info.items())]
+    print_table(f"broker {broker_addr}", ["key", "value"], rows)
+
+
+def _readable(key: str, value: str) -> str:
+    """A runtime value as the table shows it: epoch-ms times (bootTimestamp, …) in UTC."""
+    if key.lower().endswith("timestamp") and value.isdigit() and int(value) > 0:
+        return f"{show_time(int(value))} UTC"
+    return value
 
 
 @app.command("topicClusterList")
