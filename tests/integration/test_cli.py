@@ -130,6 +130,9 @@ def test_serve_broker_accepts_a_rocketmq_broker_conf(tmp_path: Path) -> None:
         ready = reader.wait_for_prefix("READY broker ")
         assert "addr=192.168.29.18:" in ready  # brokerIP1 is what clients are told
         assert any("pullMessageThreadPoolNums" in ln for ln in reader.lines)  # reported
+        # the broker group's one READY line is serve's own; its services' are relayed
+        assert [ln for ln in reader.lines if "READY" in ln] == [ready]
+        assert any(ln.startswith("[broker-remoting] listening addr=") for ln in reader.lines)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
     finally:
