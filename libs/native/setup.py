@@ -17,7 +17,12 @@ setup(
             [SRC + unit for unit in UNITS],
             depends=[SRC + "speedups.h"],
             libraries=["z"],  # zlib's crc32, as zlib.crc32 (python3 itself needs libz)
-            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            # hidden: what the units lend each other is reached directly, not through the GOT
+            # as an exported symbol would be (PyInit__speedups is exported by PyMODINIT_FUNC)
+            extra_compile_args=[
+                *("-O2", "-std=c11", "-fvisibility=hidden"),
+                *("-Wall", "-Wextra", "-Wno-unused-parameter"),
+            ],
             optional=True,
         )
     ]

@@ -10,10 +10,10 @@
 PyObject *ferry_message_names[N_MESSAGE_FIELDS];
 PyObject *ferry_result_names[N_RESULT_FIELDS];
 Py_ssize_t ferry_plain_at[N_PLAIN_FIELDS];
-unsigned ferry_sdk_generation;
+int ferry_sdk_is_bound;
 
 int ferry_sdk_bound(const char *who) {
-    if (ferry_sdk_generation) return 0;
+    if (ferry_sdk_is_bound) return 0;
     PyErr_Format(PyExc_RuntimeError, "%s: import ferry.client.message first (it calls bind_sdk)",
                  who);
     return -1;
@@ -77,7 +77,9 @@ static PyObject *py_bind_sdk(PyObject *self, PyObject *args) {
     take_names(message, ferry_message_names, N_MESSAGE_FIELDS);
     take_names(result, ferry_result_names, N_RESULT_FIELDS);
     memcpy(ferry_plain_at, at, sizeof at);
-    if (++ferry_sdk_generation == 0) ferry_sdk_generation = 1;
+    ferry_sdk_is_bound = 1;
+    ferry_sdk_receive_forget(); /* their slot offsets were found by the old names */
+    ferry_sdk_send_forget();
     Py_RETURN_NONE;
 bad_plain:
     PyErr_SetString(PyExc_ValueError,

@@ -79,19 +79,19 @@ static PyObject *memo_get(Memo *m, const uint8_t *p, Py_ssize_t n, PyObject *hel
  * stores instead of 20 attribute lookups; any other class goes through setattr. Resolved
  * once per class (and again after a new bind_sdk). */
 static PyObject *slots_cls;
-static unsigned slots_generation;
 static int slots_direct;
 static Py_ssize_t slot_offset[N_MESSAGE_FIELDS];
 
 static int resolve_slots(PyObject *cls) {
-    if (cls == slots_cls && slots_generation == ferry_sdk_generation) return 0;
+    if (cls == slots_cls) return 0;
     int direct = ferry_slot_offsets(cls, ferry_message_names, N_MESSAGE_FIELDS, slot_offset);
     if (direct < 0) return -1;
     Py_XSETREF(slots_cls, Py_NewRef(cls));
-    slots_generation = ferry_sdk_generation;
     slots_direct = direct;
     return 0;
 }
+
+void ferry_sdk_receive_forget(void) { Py_CLEAR(slots_cls); }
 
 static int set_attr(PyObject *msg, int which, PyObject *value) {
     if (!value) return -1;

@@ -32,23 +32,17 @@ static uint8_t *put_prop(uint8_t *o, const char *name, Py_ssize_t name_len, Text
 
 /* As ferry.client.message.encode_plain_batch: for each (body, tags, keys) and id, the header,
  * body, topic tail, and TAGS, KEYS, UNIQ_KEY properties in that order; None when a body is
- * over compress_over (>= 0): compression is left to the Python encoder. */
-static PyObject *py_encode_plain_batch(PyObject *self, PyObject *args) {
-    Py_buffer tail, born_host;
-    PyObject *msgs, *ids;
-    long long born_ts;
-    Py_ssize_t compress_over;
-    if (ferry_sdk_bound("encode_plain_batch") < 0) return NULL;
-    if (!PyArg_ParseTuple(args, "y*O!O!Ly*n", &tail, &PyList_Type, &msgs, &PyList_Type, &ids,
-                          &born_ts, &born_host, &compress_over))
-        return NULL;
-    const Py_ssize_t at_body = ferry_plain_at[P_BODY], at_tags = ferry_plain_at[P_TAGS],
-                     at_keys = ferry_plain_at[P_KEYS];
-    PyObject *result = NULL;
+ * over compress_over (>= 0): compression is left to the Python encoder. at_* are where a
+ * PlainMessage keeps body, tags and keys (bind_sdk); inlined twice below, so that the usual
+ * positions are constants in the loop (read from the table, they cost ~2 % a record). */
+static inline __attribute__((always_inline)) PyObject *encode_batch(
+    PyObject *msgs, PyObject *ids, const Py_buffer *tail, const Py_buffer *born_host,
+    long long born_ts, Py_ssize_t compress_over, const Py_ssize_t at_body,
+    const Py_ssize_t at_tags, const Py_ssize_t at_keys) {
     Py_ssize_t n = PyList_GET_SIZE(msgs);
-    if (PyList_GET_SIZE(ids) != n || born_host.len != 8) {
+    if (PyList_GET_SIZE(ids) != n || born_host->len != 8) {
         PyErr_SetString(PyExc_ValueError, "encode_plain_batch: one id per message, 8-byte host");
-        goto done;
+        return NULL;
     }
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) { /* sizes first: one allocation for the batch */
@@ -56,26 +50,25 @@ static PyObject *py_encode_plain_batch(PyObject *self, PyObject *args) {
         if (!PyTuple_Check(m) || PyTuple_GET_SIZE(m) < N_PLAIN_FIELDS ||
             !PyBytes_Check(PyTuple_GET_ITEM(m, at_body))) {
             PyErr_SetString(PyExc_TypeError, "encode_plain_batch: messages are PlainMessage");
-            goto done;
+            return NULL;
         }
         if (compress_over >= 0 && PyBytes_GET_SIZE(PyTuple_GET_ITEM(m, at_body)) > compress_over) {
-            result = Py_NewRef(Py_None); /* a body to compress: the Python encoder's */
-            goto done;
+            return Py_NewRef(Py_None); /* a body to compress: the Python encoder's */
         }
         Text tags, keys, id;
         if (utf8_of(PyTuple_GET_ITEM(m, at_tags), &tags) < 0 ||
             utf8_of(PyTuple_GET_ITEM(m, at_keys), &keys) < 0 ||
             utf8_of(PyList_GET_ITEM(ids, i), &id) < 0)
-            goto done;
+            return NULL;
         Py_ssize_t props = 10 + id.n + (tags.n ? 6 + tags.n : 0) + (keys.n ? 6 + keys.n : 0);
         if (props > 0xFFFF) {
             PyErr_SetString(PyExc_ValueError, "encode_plain_batch: properties over 65535 bytes");
-            goto done;
+            return NULL;
         }
-        total += OFF_BODY + PyBytes_GET_SIZE(PyTuple_GET_ITEM(m, at_body)) + tail.len + 2 + props;
+        total += OFF_BODY + PyBytes_GET_SIZE(PyTuple_GET_ITEM(m, at_body)) + tail->len + 2 + props;
     }
-    result = PyBytes_FromStringAndSize(NULL, total);
-    if (!result) goto done;
+    PyObject *result = PyBytes_FromStringAndSize(NULL, total);
+    if (!result) return NULL;
     uint8_t *o = (uint8_t *)PyBytes_AS_STRING(result);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *m = PyList_GET_ITEM(msgs, i);
@@ -86,25 +79,42 @@ static PyObject *py_encode_plain_batch(PyObject *self, PyObject *args) {
         utf8_of(PyList_GET_ITEM(ids, i), &id);
         Py_ssize_t n_body = PyBytes_GET_SIZE(body);
         Py_ssize_t props = 10 + id.n + (tags.n ? 6 + tags.n : 0) + (keys.n ? 6 + keys.n : 0);
-        Py_ssize_t size = OFF_BODY + n_body + tail.len + 2 + props;
+        Py_ssize_t size = OFF_BODY + n_body + tail->len + 2 + props;
         memset(o, 0, OFF_BODY);
         put_u32(o, (uint32_t)size);
         put_u32(o + 4, MAGIC);
         put_i64(o + 40, born_ts);
-        memcpy(o + 48, born_host.buf, 8);
+        memcpy(o + 48, born_host->buf, 8);
         put_u32(o + 84, (uint32_t)n_body);
         o += OFF_BODY;
         memcpy(o, PyBytes_AS_STRING(body), (size_t)n_body);
         o += n_body;
-        memcpy(o, tail.buf, (size_t)tail.len);
-        o += tail.len;
+        memcpy(o, tail->buf, (size_t)tail->len);
+        o += tail->len;
         *o++ = (uint8_t)(props >> 8);
         *o++ = (uint8_t)props;
         if (tags.n) o = put_prop(o, "TAGS", 4, tags);
         if (keys.n) o = put_prop(o, "KEYS", 4, keys);
         o = put_prop(o, "UNIQ_KEY", 8, id);
     }
-done:
+    return result;
+}
+
+static PyObject *py_encode_plain_batch(PyObject *self, PyObject *args) {
+    Py_buffer tail, born_host;
+    PyObject *msgs, *ids, *result;
+    long long born_ts;
+    Py_ssize_t compress_over;
+    if (ferry_sdk_bound("encode_plain_batch") < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "y*O!O!Ly*n", &tail, &PyList_Type, &msgs, &PyList_Type, &ids,
+                          &born_ts, &born_host, &compress_over))
+        return NULL;
+    const Py_ssize_t *at = ferry_plain_at;
+    if (at[P_BODY] == 0 && at[P_TAGS] == 1 && at[P_KEYS] == 2)
+        result = encode_batch(msgs, ids, &tail, &born_host, born_ts, compress_over, 0, 1, 2);
+    else
+        result = encode_batch(msgs, ids, &tail, &born_host, born_ts, compress_over, at[P_BODY],
+                              at[P_TAGS], at[P_KEYS]);
     PyBuffer_Release(&tail);
     PyBuffer_Release(&born_host);
     return result;
@@ -116,16 +126,14 @@ done:
  * class: read straight from their slots when the class keeps them in plain __slots__, as the
  * decoder's resolve_slots does. One class remembered (Message, normally). */
 static PyObject *send_cls;
-static unsigned send_generation;
 static int send_direct;
 static Py_ssize_t send_offset[N_SEND_FIELDS];
 
 static int resolve_send_slots(PyTypeObject *tp) {
-    if ((PyObject *)tp == send_cls && send_generation == ferry_sdk_generation) return 0;
+    if ((PyObject *)tp == send_cls) return 0;
     int direct = ferry_slot_offsets((PyObject *)tp, ferry_message_names, N_SEND_FIELDS, send_offset);
     if (direct < 0) return -1;
     Py_XSETREF(send_cls, Py_NewRef((PyObject *)tp));
-    send_generation = ferry_sdk_generation;
     send_direct = direct;
     return 0;
 }
@@ -280,12 +288,11 @@ static PyObject *py_plain_messages(PyObject *self, PyObject *args) {
 /* ---- the SDK: the SendResults of a batch ---- */
 
 static PyObject *result_cls;
-static unsigned result_generation;
 static Py_ssize_t result_offset[N_RESULT_FIELDS];
 
 static int resolve_result_slots(PyObject *cls) {
     if (ferry_sdk_bound("send_results") < 0) return -1;
-    if (cls == result_cls && result_generation == ferry_sdk_generation) return 0;
+    if (cls == result_cls) return 0;
     int direct = ferry_slot_offsets(cls, ferry_result_names, N_RESULT_FIELDS, result_offset);
     if (direct < 0) return -1;
     if (!direct) {
@@ -293,8 +300,13 @@ static int resolve_result_slots(PyObject *cls) {
         return -1;
     }
     Py_XSETREF(result_cls, Py_NewRef(cls));
-    result_generation = ferry_sdk_generation;
     return 0;
+}
+
+void ferry_sdk_send_forget(void) {
+    Py_CLEAR(send_cls);
+    send_direct = 0;
+    Py_CLEAR(result_cls);
 }
 
 /* As ferry.client.outgoing.each_result once the reply is checked: cls(status, id, prefix +

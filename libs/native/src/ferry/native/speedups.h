@@ -90,8 +90,7 @@ enum { P_BODY, P_TAGS, P_KEYS, P_SIZE, N_PLAIN_FIELDS };
 extern PyObject *ferry_message_names[N_MESSAGE_FIELDS]; /* interned */
 extern PyObject *ferry_result_names[N_RESULT_FIELDS];
 extern Py_ssize_t ferry_plain_at[N_PLAIN_FIELDS];
-/* 0 until bind_sdk; each bind adds one, so offsets resolved for older names are resolved again */
-extern unsigned ferry_sdk_generation;
+extern int ferry_sdk_is_bound;
 
 /* 0 when the SDK has bound its shapes, else -1 with an error naming `who` */
 int ferry_sdk_bound(const char *who);
@@ -124,5 +123,8 @@ int ferry_store_init(PyObject *module);
 int ferry_sdk_init(PyObject *module);
 int ferry_sdk_receive_init(PyObject *module);
 int ferry_sdk_send_init(PyObject *module);
+/* A new bind_sdk makes the receive and send units forget the classes they resolved */
+void ferry_sdk_receive_forget(void);
+void ferry_sdk_send_forget(void);
 
 #endif
