@@ -62,3 +62,20 @@ def test_the_cli_says_it_once() -> None:
     assert "connection refused, nothing answers there (is it running?)" in " ".join(
         done.stderr.split()
     )
+
+
+def test_the_cli_names_a_refusing_broker_once() -> None:
+    ferry = Path(sys.executable).parent / "ferry"
+    done = subprocess.run(
+        [str(ferry), "admin", "brokerStatus", "-b", NOBODY, "-n", NOBODY],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert done.returncode != 0
+    said_once(done.stderr)
+    assert f"broker {NOBODY}: connection refused, nothing answers there" in " ".join(
+        done.stderr.split()
+    )

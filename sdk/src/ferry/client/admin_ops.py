@@ -62,9 +62,13 @@ Progress = Callable[[int, int], None]  # (done, total)
 
 
 def at(err: FerryError, where: str) -> FerryError:
-    """The same error, its message saying where it happened."""
+    """The same error, its message saying where it happened, and the address said once."""
     if err.message.startswith(where):
         return err
+    address = where.rpartition(" ")[2]
+    if err.message == f"connection refused: nothing answers at {address}":
+        message = f"{where}: connection refused, nothing answers there (is it running?)"
+        return type(err)(message, retriable=err.retriable, code=err.code)
     return type(err)(f"{where}: {err.message}", retriable=err.retriable, code=err.code)
 
 
