@@ -7,15 +7,14 @@ cluster's, printed once every service serves and the broker has registered. ferr
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from ferry.cli.output import fail
+from ferry.cli.serve import on_signals, supervise
 from ferry.cli.server import require_server
 from ferry.protocol.errors import FerryError
 
@@ -44,15 +43,15 @@ def up(
     require_server("ferry dev up")
     from ferry.runtime.config import parse_overrides
     from ferry.runtime.launcher import LineRelay, start_local_cluster
+    from ferry.runtime.supervisor import RestartPolicy
 
     relay = LineRelay()
-    stop = threading.Event()
-
-    def on_signal(_signum: int, _frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    try:
+        RestartPolicy.from_env()  # a bad FERRY_RESTART_POLICY fails before anything starts
+    except FerryError as err:
+        fail(str(err))
+        raise typer.Exit(1) from None
+    stop = on_signals()
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
         cluster = start_local_cluster(
@@ -73,11 +72,6 @@ def up(
         f"broker={cluster.broker_addr}"
     )
     try:
-        while not stop.wait(0.5):
-            dead = [sp.name for sp in cluster.processes if not sp.alive()]
-            if dead:
-                fail(f"{', '.join(dead)} exited; stopping the cluster")
-                break
+        supervise(cluster, stop, relay.write)
     finally:
-        cluster.stop()
-    print("ferry dev: stopped", file=sys.stderr, flush=True)
+        print("ferry dev: stopped", file=sys.stderr, flush=True)

@@ -4,10 +4,9 @@ ferry.runtime and the services (the `ferry[server]` extra) are imported when it 
 
 from __future__ import annotations
 
-import os
 import signal
-import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -49,29 +48,81 @@ def serve(
         fail(f"unknown service {service!r}")
         raise typer.Exit(EXIT_USAGE)
     require_server(f"ferry serve {service}", (service,))
-    args = [sys.executable, "-m", module]
-    if conf:
-        args += ["-c", str(conf)]
+    args = ["-c", str(conf)] if conf else []
     for item in overrides:
         args += ["--set", item]
-    os.execv(sys.executable, args)
+    _serve_one(service, args)
+
+
+def on_signals() -> threading.Event:
+    """An event set by SIGTERM or SIGINT (Ctrl-C): the supervisor's cue to stop."""
+    stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop
+
+
+def supervise(cluster: Any, stop: threading.Event, say: Callable[[str], None]) -> None:
+    """Restarts cluster's services that exit until `stop` is set, then stops them all;
+    exits 1 if every service was given up on."""
+    from ferry.runtime.supervisor import Supervisor
+
+    supervisor = Supervisor(
+        cluster,
+        say=lambda message: say(f"[supervisor] {message}"),
+        error=lambda message: fail(f"[supervisor] {message}"),
+    )
+    try:
+        kept = supervisor.run(stop)
+    finally:
+        cluster.stop()
+    if not kept:
+        raise typer.Exit(1)
+
+
+def _serve_one(service: str, args: list[str]) -> None:
+    """One service as a child process, restarted when it exits; its output is ours, as is:
+    its READY line is this command's."""
+    from ferry.runtime.launcher import LaunchError, LineRelay, LocalCluster, start_service
+    from ferry.runtime.supervisor import RestartPolicy
+
+    relay = LineRelay()
+    try:
+        policy = RestartPolicy.from_env()
+    except FerryError as err:
+        fail(str(err))
+        raise typer.Exit(EXIT_USAGE) from None
+    stop = on_signals()
+    try:
+        sp = start_service(
+            service,
+            args,
+            sink=lambda _name, line: relay.write(line),
+            stderr=None,  # its errors (a bad key: exit 2) reach the user as they are
+            ready_timeout=policy.ready_timeout,
+        )
+    except LaunchError as err:
+        if err.exit_code is None:
+            fail(str(err))
+        raise typer.Exit(err.exit_code if err.exit_code and err.exit_code > 0 else 1) from None
+    supervise(LocalCluster([sp]), stop, relay.write)
 
 
 def _serve_broker(conf: Path | None, overrides: list[str]) -> None:
     from ferry.runtime.config import BrokerConfig, load_config, parse_overrides
     from ferry.runtime.launcher import LineRelay, LocalCluster, start_broker_services
+    from ferry.runtime.supervisor import RestartPolicy
 
     relay = LineRelay()
     try:
         parsed = parse_overrides(overrides)
         config = load_config(BrokerConfig, conf, parsed)
-        stop = threading.Event()
-
-        def on_signal(_signum: int, _frame: Any) -> None:
-            stop.set()
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        RestartPolicy.from_env()  # a bad FERRY_RESTART_POLICY fails before anything starts
+        stop = on_signals()
         cluster = LocalCluster()
         start_broker_services(
             cluster,
@@ -87,10 +138,4 @@ def _serve_broker(conf: Path | None, overrides: list[str]) -> None:
         fail(str(err))
         raise typer.Exit(1) from None
     relay.write(f"READY broker addr={cluster.broker_addr}")
-    try:
-        while not stop.wait(0.5):
-            if any(not sp.alive() for sp in cluster.processes):
-                fail("a broker service exited; stopping the broker")
-                break
-    finally:
-        cluster.stop()
+    supervise(cluster, stop, relay.write)

@@ -64,6 +64,8 @@ class LineRelay:
 class LaunchError(FerryError):
     """A service that exited or stayed silent before printing READY."""
 
+    exit_code: int | None = None  # the service's, when it exited (it said why on stderr)
+
 
 @dataclass
 class ServiceProcess:
@@ -72,10 +74,22 @@ class ServiceProcess:
     endpoints: dict[str, str] = field(default_factory=dict)
     output: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=400))
     pump: threading.Thread | None = None
+    # how it was started, so that a supervisor can start it again the same way
+    args: list[str] = field(default_factory=list)
+    env: Mapping[str, str] | None = None
+    sink: LineSink | None = None
+    stderr: int | None = subprocess.STDOUT
+    label: str = ""  # its name in the output when it differs (the slave group's)
+    announced: bool = False  # printed its READY line
+    ready: threading.Event = field(default_factory=threading.Event)  # READY or EOF
 
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    @property
+    def display(self) -> str:
+        return self.label or self.name
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -117,7 +131,25 @@ def start_service(
     env: Mapping[str, str] | None = None,
     ready_timeout: float = 30.0,
     sink: LineSink | None = None,
+    stderr: int | None = subprocess.STDOUT,
 ) -> ServiceProcess:
+    """Starts a service and waits for its READY line (LaunchError if it exits or stays
+    silent). stderr=None leaves its stderr on ours instead of merging it into its output."""
+    sp = spawn_service(name, args, env=env, sink=sink, stderr=stderr)
+    wait_ready(sp, ready_timeout)
+    return sp
+
+
+def spawn_service(
+    name: str,
+    args: Sequence[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    sink: LineSink | None = None,
+    stderr: int | None = subprocess.STDOUT,
+) -> ServiceProcess:
+    """Starts a service without waiting: its output is read by a thread, which sets
+    `announced` (and fills `endpoints`) at its READY line."""
     module = MODULES.get(name)
     if module is None:
         raise LaunchError(f"unknown service {name!r}; known: {', '.join(sorted(MODULES))}")
@@ -127,45 +159,52 @@ def start_service(
     proc = subprocess.Popen(
         [sys.executable, "-m", module, *args],
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=stderr,
         stdin=subprocess.DEVNULL,
         text=True,
         env=child_env,
         bufsize=1,
     )
-    sp = ServiceProcess(name, proc)
-    ready = threading.Event()
+    sp = ServiceProcess(name, proc, args=list(args), env=env, sink=sink, stderr=stderr)
 
     def pump() -> None:
         assert proc.stdout is not None
         for raw in proc.stdout:
             line = raw.rstrip("\n")
             sp.output.append(line)
-            if not ready.is_set() and line.startswith(f"READY {name}"):
+            if not sp.announced and line.startswith(f"READY {name}"):
                 for part in line.split()[2:]:
                     key, _, value = part.partition("=")
                     sp.endpoints[key] = value
-                ready.set()
+                sp.announced = True
+                sp.ready.set()
             if sink is not None:
                 sink(name, line)
-        ready.set()  # EOF: wake the waiter, who sees the process gone
+        sp.ready.set()  # EOF: wake the waiter, who sees the process gone
 
     sp.pump = threading.Thread(target=pump, name=f"pump-{name}", daemon=True)
     sp.pump.start()
+    return sp
+
+
+def wait_ready(sp: ServiceProcess, ready_timeout: float = 30.0) -> None:
+    """Waits for sp's READY line; kills it and raises LaunchError if it exits first or
+    stays silent past ready_timeout."""
     deadline = time.monotonic() + ready_timeout
-    while not ready.wait(0.05):
+    while not sp.ready.wait(0.05):
         if time.monotonic() > deadline:
             sp.kill()
             raise LaunchError(
-                f"{name} printed no READY line in {ready_timeout:.0f}s:\n{sp.recent_output()}"
+                f"{sp.name} printed no READY line in {ready_timeout:.0f}s:\n{sp.recent_output()}"
             )
-    if not sp.endpoints:
+    if not sp.announced:
         sp.proc.wait(5)
         sp._close_output()
-        raise LaunchError(
-            f"{name} exited with {proc.returncode} before READY:\n{sp.recent_output()}"
+        err = LaunchError(
+            f"{sp.name} exited with {sp.proc.returncode} before READY:\n{sp.recent_output()}"
         )
-    return sp
+        err.exit_code = sp.proc.returncode
+        raise err
 
 
 def service_args(conf_file: str | None, overrides: Mapping[str, str]) -> list[str]:
@@ -338,6 +377,8 @@ def start_local_cluster(
                 env=env,
                 sink=_labelled(sink, "-slave"),
             )
+            for sp in slave_group.processes:
+                sp.label = sp.name + "-slave"
             cluster.processes.extend(slave_group.processes)
     except BaseException:
         cluster.stop()
