@@ -97,20 +97,21 @@ class RequestCodec:
     # -- decoding --
 
     def decode_request(self, frames: list[Any]) -> tuple[RequestEnvelope, list[Any]]:
-        """frames start after the delimiter: [protocol id, header, *payload]."""
+        """frames start after the delimiter: [protocol id, header, *payload]. Whatever the
+        bytes, the only exception is FrameError."""
         header = self._check_head(frames)
         try:
             env = self._req_decoder.decode(header)
-        except msgspec.DecodeError as exc:
-            raise self._explain(header, exc, self._known_request_tags) from None
+        except Exception as exc:  # noqa: BLE001 - see DECODE_FAILURES
+            raise explain(header, exc, self._known_request_tags) from None
         return env, frames[2:]
 
     def decode_reply(self, frames: list[Any]) -> tuple[ReplyEnvelope, list[Any]]:
         header = self._check_head(frames)
         try:
             env = self._rep_decoder.decode(header)
-        except msgspec.DecodeError as exc:
-            raise self._explain(header, exc, self._known_reply_tags) from None
+        except Exception as exc:  # noqa: BLE001 - see DECODE_FAILURES
+            raise explain(header, exc, self._known_reply_tags) from None
         return env, frames[2:]
 
     @staticmethod
@@ -131,23 +132,88 @@ class RequestCodec:
             raise FrameError(BadFrameError("first frame is not a Ferry protocol id"))
         return frames[1]
 
-    @staticmethod
-    def _explain(header: Any, exc: msgspec.DecodeError, known: set[str]) -> FrameError:
-        """Slow path: work out why a header did not decode, to answer with the right code."""
-        try:
-            loose = msgspec.msgpack.decode(header)
-        except msgspec.DecodeError:
-            return FrameError(BadFrameError("header is not valid msgpack"))
-        if not isinstance(loose, dict):
-            return FrameError(BadFrameError("header is not a map"))
-        raw_id = loose.get("id", 0)
-        request_id = raw_id if isinstance(raw_id, int) and not isinstance(raw_id, bool) else 0
-        body = loose.get("body")
-        tag = body.get("t") if isinstance(body, dict) else None
-        if isinstance(tag, str) and tag not in known:
-            return FrameError(
-                RequestCodeNotSupportedError(f"request type {tag!r} is not supported"), request_id
-            )
-        if isinstance(tag, str):
-            return FrameError(InvalidParameterError(f"invalid {tag!r} request: {exc}"), request_id)
-        return FrameError(BadFrameError(f"invalid header: {exc}"), request_id)
+
+# Decoding bytes from the network fails with more than msgspec.DecodeError: invalid UTF-8 in a
+# string raises UnicodeDecodeError, a struct's __post_init__ or a too-deep nesting raise their
+# own. The decode calls above therefore catch Exception: a frame never escapes as anything but
+# FrameError (issue 25: a UnicodeDecodeError here once killed the name server).
+DECODE_FAILURES = (
+    msgspec.MsgspecError,
+    ValueError,  # UnicodeDecodeError, bad enum values
+    TypeError,
+    LookupError,  # IndexError, KeyError
+    ArithmeticError,  # OverflowError
+    RecursionError,
+)
+
+
+def explain(header: Any, exc: BaseException, known: set[str]) -> FrameError:
+    """Slow path: work out why a header did not decode, to answer with the right code."""
+    try:
+        return _explain(header, exc, known)
+    except Exception as inner:  # noqa: BLE001 - explaining must never fail either
+        return FrameError(BadFrameError(f"invalid header ({type(inner).__name__})"))
+
+
+def _explain(header: Any, exc: BaseException, known: set[str]) -> FrameError:
+    if isinstance(exc, UnicodeDecodeError):
+        why = "a string in the header is not valid UTF-8"
+    else:
+        why = str(exc)[:200] or type(exc).__name__
+    try:
+        loose = msgspec.msgpack.decode(header)
+    except UnicodeDecodeError:
+        loose = _ids_only(header)
+        if loose is None:
+            return FrameError(BadFrameError(f"invalid header: {why}"))
+    except DECODE_FAILURES:
+        return FrameError(BadFrameError("header is not valid msgpack"))
+    if not isinstance(loose, dict):
+        return FrameError(BadFrameError("header is not a map"))
+    raw_id = loose.get("id", 0)
+    request_id = raw_id if _is_id(raw_id) else 0
+    body = loose.get("body")
+    tag = body.get("t") if isinstance(body, dict) else None
+    if isinstance(tag, str) and tag not in known:
+        return FrameError(
+            RequestCodeNotSupportedError(f"request type {tag[:80]!r} is not supported"),
+            request_id,
+        )
+    if isinstance(tag, str):
+        return FrameError(InvalidParameterError(f"invalid {tag!r} request: {why}"), request_id)
+    return FrameError(BadFrameError(f"invalid header: {why}"), request_id)
+
+
+class _Tag(msgspec.Struct):
+    t: str | None = None
+
+
+class _Head(msgspec.Struct):
+    """What of a header is read when some string in it is not UTF-8 (unknown fields are
+    skipped undecoded): the id and the type tag, so that the error still reaches the caller's
+    request and says which request it was."""
+
+    id: int = 0
+    body: _Tag | None = None
+
+
+class _IdOnly(msgspec.Struct):
+    id: int = 0
+
+
+def _ids_only(header: Any) -> dict[str, Any] | None:
+    """{"id", "body": {"t"}} of a header with undecodable strings elsewhere, or None."""
+    try:
+        head = msgspec.msgpack.decode(header, type=_Head)
+    except DECODE_FAILURES:
+        pass
+    else:
+        return {"id": head.id, "body": {"t": head.body.t if head.body is not None else None}}
+    try:
+        return {"id": msgspec.msgpack.decode(header, type=_IdOnly).id}
+    except DECODE_FAILURES:
+        return None
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**64

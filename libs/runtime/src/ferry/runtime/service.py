@@ -4,6 +4,8 @@ A service is single-threaded: requests, replies from peers, feed messages and ti
 the loop, so state needs no locks. A handler returns its reply, or None to answer later through
 its Call (long polling, forwarding to another service). Bad frames and unknown requests get a
 typed ErrorReply and the loop goes on; a handler's crash becomes SYSTEM_ERROR for that request.
+Whatever else fails while one message is read, that message is dropped with a throttled log
+line: nothing a peer sends ends the loop.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ferry.protocol.messages import (
     Request,
 )
 from ferry.runtime import metrics
+from ferry.runtime.throttled_log import ThrottledLog
 
 log = logging.getLogger("ferry.service")
 
@@ -198,7 +201,9 @@ class Peer:
             try:
                 env, payload = self._service.codec.decode_reply(frames)
             except FrameError as exc:
-                log.warning("undecodable reply from %s: %s", self.endpoint, exc.error)
+                self._service.bad_input.warning(
+                    "undecodable reply from %s: %s", self.endpoint, exc.error
+                )
                 continue
             callback = self._pending.pop(env.id, None)
             if callback is not None:
@@ -239,6 +244,8 @@ class Service:
         self._stopping = False
         self._signals_installed = False
         self._bad_frames = 0
+        # bad frames and messages dropped by the loop's last-resort guard
+        self.bad_input = ThrottledLog(log)
         self.busy_exempt: set[type[Any]] = {PingRequest, MetricsRequest}
 
     # ---- wiring ----
@@ -314,9 +321,16 @@ class Service:
                         0, min(timeout, int((self._timers[0][0] - time.monotonic()) * 1000) + 1)
                     )
                 for sock, _ in self._poller.poll(timeout):
-                    self._readers[sock](sock)
+                    try:
+                        self._readers[sock](sock)
+                    except Exception:  # noqa: BLE001 - logged (throttled) with its traceback
+                        # the last resort: readers handle their own input's errors
+                        self.bad_input.exception("%s: reading a socket failed", self.name)
                 for fn in self._after_poll:
-                    fn()
+                    try:
+                        fn()
+                    except Exception:  # noqa: BLE001 - logged (throttled) with its traceback
+                        self.bad_input.exception("%s: after-poll step failed", self.name)
                 self._run_timers()
         finally:
             self._shutdown()
@@ -368,7 +382,11 @@ class Service:
             frames = recv_ready(sock)
             if frames is None:
                 return
-            self._dispatch(sock, frames)
+            try:
+                self._dispatch(sock, frames)
+            except Exception:  # noqa: BLE001 - logged (throttled) with its traceback
+                # a bug reached by some input: that request is dropped, the rest are served
+                self.bad_input.exception("%s: request dropped", self.name)
 
     def _dispatch(self, sock: zmq.Socket[Any], frames: list[Any]) -> None:
         routing = frames[:1]
@@ -416,8 +434,7 @@ class Service:
 
     def _bad_frame(self, err: FerryError) -> None:
         self._bad_frames += 1
-        if self._bad_frames <= 20 or self._bad_frames % 1000 == 0:
-            log.warning("%s: bad request #%d: %s", self.name, self._bad_frames, err)
+        self.bad_input.warning("%s: bad request #%d: %s", self.name, self._bad_frames, err)
 
     def send_reply(
         self,

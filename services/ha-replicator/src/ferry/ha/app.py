@@ -17,6 +17,7 @@ from ferry.ha.master import MasterReplicator
 from ferry.ha.slave import SlaveReplicator
 from ferry.protocol.errors import ServiceNotAvailableError
 from ferry.protocol.frames import recv_ready
+from ferry.protocol.framing import DECODE_FAILURES
 from ferry.protocol.messages import (
     DispatchNotice,
     HaHelloRequest,
@@ -108,8 +109,8 @@ class HaApp:
                 continue
             try:
                 notice = self._notices.decode(frames[1])
-            except msgspec.DecodeError as exc:
-                log.warning("undecodable dispatch notice ignored: %s", exc)
+            except DECODE_FAILURES as exc:
+                self.service.bad_input.warning("undecodable dispatch notice ignored: %s", exc)
                 continue
             self.master.on_feed(notice.from_offset, notice.next_offset, frames[2])
         self.master.feed_drained()

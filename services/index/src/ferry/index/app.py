@@ -19,6 +19,7 @@ from ferry.index.keys import key_hash
 from ferry.index.rebuild import Rebuild, discard_abandoned
 from ferry.protocol.errors import InvalidParameterError
 from ferry.protocol.frames import recv_ready
+from ferry.protocol.framing import DECODE_FAILURES
 from ferry.protocol.messages import (
     AnyReply,
     DispatchNotice,
@@ -156,8 +157,8 @@ class IndexApp:
                 continue
             try:
                 notice = self._notices.decode(raw_notice)
-            except msgspec.DecodeError as exc:
-                log.warning("undecodable dispatch notice ignored: %s", exc)
+            except DECODE_FAILURES as exc:
+                self.service.bad_input.warning("undecodable dispatch notice ignored: %s", exc)
                 continue
             if merged is not None:
                 if records is None and merged.next_offset == notice.from_offset:

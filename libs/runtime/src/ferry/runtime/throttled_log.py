@@ -1,0 +1,58 @@
+"""A log line that a flood of bad input cannot turn into a flood of log lines.
+
+A peer sending garbage as fast as it can must not fill the disk with one warning per frame,
+nor cost the loop a formatted line per frame: the first few in each interval are logged, the
+rest counted, and the count is written with the next line that gets through.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+INTERVAL_S = 10.0
+BURST = 10  # lines let through per interval
+
+
+class ThrottledLog:
+    """Per-interval rate limit on one kind of log line (bad frames, dropped feed messages)."""
+
+    def __init__(
+        self, logger: logging.Logger, *, interval_s: float = INTERVAL_S, burst: int = BURST
+    ) -> None:
+        self._log = logger
+        self._interval_s = interval_s
+        self._burst = burst
+        self._window_start = float("-inf")
+        self._in_window = 0
+        self.suppressed = 0  # lines not written since the last one that was
+        self.total = 0
+
+    def _admit(self) -> bool:
+        self.total += 1
+        now = time.monotonic()
+        if now - self._window_start >= self._interval_s:
+            self._window_start = now
+            self._in_window = 0
+        if self._in_window >= self._burst:
+            self.suppressed += 1
+            return False
+        self._in_window += 1
+        return True
+
+    def warning(self, msg: str, *args: Any) -> None:
+        self._emit(logging.WARNING, msg, args, False)
+
+    def exception(self, msg: str, *args: Any) -> None:
+        """An ERROR line with the traceback (only for lines that get through)."""
+        self._emit(logging.ERROR, msg, args, True)
+
+    def _emit(self, level: int, msg: str, args: tuple[Any, ...], exc_info: bool) -> None:
+        if not self._admit():
+            return
+        if self.suppressed:
+            msg += " (%d more like it not logged)"
+            args = (*args, self.suppressed)
+            self.suppressed = 0
+        self._log.log(level, msg, *args, exc_info=exc_info)
