@@ -261,12 +261,58 @@ class LineReader:
             if line.startswith(prefix):
                 return line
 
+    def drain(self, timeout: float = 30.0) -> list[str]:
+        """The lines not read yet, once the output has ended (the process exited)."""
+        import queue
+
+        self._thread.join(timeout)
+        rest: list[str] = []
+        while True:
+            try:
+                line = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            rest.append(line)
+        self.lines.extend(rest)
+        return rest
+
     def close(self) -> None:
         self._thread.join(10)
         self._stream.close()
 
 
 FERRY = str(Path(sys.executable).parent / "ferry")
+
+
+def children_of(pid: int) -> set[int]:
+    """Every live descendant of pid, read from /proc."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z":
+            parents[int(entry)] = int(fields[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 class DevUp:

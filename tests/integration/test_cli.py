@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,38 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from itest_support import FERRY, DevUp, LineReader, wait_for
+from itest_support import FERRY, DevUp, LineReader, alive, children_of, wait_for
 
 MQADMIN = str(Path(sys.executable).parent / "mqadmin")
-
-
-def children_of(pid: int) -> set[int]:
-    """Every live descendant of pid, read from /proc."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] != "Z":
-            parents[int(entry)] = int(fields[1])
-    found: set[int] = set()
-    frontier = {pid}
-    while frontier:
-        frontier = {p for p, pp in parents.items() if pp in frontier} - found
-        found |= frontier
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.fixture

@@ -1,0 +1,198 @@
+"""Supervision (issue 25.1): `ferry serve broker` restarts a service killed with -9 while
+the rest keep serving, gives up on one that keeps crashing, and a SIGTERM still stops the
+whole tree."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from consume_support import create_topic
+from itest_support import alive, children_of, wait_for
+from supervision_support import ServedBroker
+
+from ferry.client import (
+    ConsumeFromWhere,
+    FerryError,
+    Message,
+    Producer,
+    PullConsumer,
+    SendStatus,
+)
+from ferry.runtime.launcher import ServiceProcess, service_args, start_service
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+def namesrv() -> Iterator[str]:
+    sp: ServiceProcess = start_service("namesrv", service_args(None, {"listenPort": "0"}))
+    try:
+        yield sp.endpoints["addr"]
+    finally:
+        sp.stop()
+
+
+def send_ok(producer: Producer, topic: str, body: bytes) -> bool:
+    try:
+        return producer.send(Message(topic, body)).status == SendStatus.SEND_OK
+    except FerryError:
+        return False
+
+
+@pytest.mark.parametrize("service", ["broker-store", "broker-remoting", "index"])
+def test_a_killed_service_is_restarted_and_sends_succeed_again(
+    tmp_path: Path, namesrv: str, service: str
+) -> None:
+    broker = ServedBroker(tmp_path / "broker", namesrv)
+    try:
+        create_topic(namesrv, "Supervised", 4)
+        with Producer("pg-supervised", namesrv, send_timeout_ms=2000) as producer:
+            assert all(send_ok(producer, "Supervised", b"before") for _ in range(10))
+            others = {name: broker.pid_of(name) for name in ("broker-store", "index", "scheduler")}
+            others.pop(service, None)
+            old = broker.kill9(service)
+            new = broker.wait_restarted(service, old)
+            assert broker.reader.lines[-1] == f"[supervisor] {service} is back (pid {new})"
+            assert any(ln.startswith(f"[{service}] listening ") for ln in broker.reader.lines)
+            # the same endpoint as before: its peers reconnect to where they were
+            wait_for(lambda: send_ok(producer, "Supervised", b"again"), 30, "a send to succeed")
+            assert all(send_ok(producer, "Supervised", b"after") for _ in range(10))
+        # nothing else was restarted
+        assert {name: broker.pid_of(name) for name in others} == others
+        assert broker.proc.poll() is None
+        assert broker.stop() == 0
+    finally:
+        broker.close()
+
+
+def test_no_acknowledged_message_is_lost_when_the_store_is_killed_mid_stream(
+    tmp_path: Path, namesrv: str
+) -> None:
+    broker = ServedBroker(tmp_path / "broker", namesrv)
+    acked: list[bytes] = []
+    failed = 0
+    stop = threading.Event()
+
+    def produce(producer: Producer) -> None:
+        nonlocal failed
+        i = 0
+        while not stop.is_set():
+            body = f"m{i}".encode()
+            i += 1
+            if send_ok(producer, "NoLoss", body):
+                acked.append(body)
+            else:
+                failed += 1
+
+    try:
+        create_topic(namesrv, "NoLoss", 2)
+        with Producer("pg-noloss", namesrv, send_timeout_ms=2000) as producer:
+            thread = threading.Thread(target=produce, args=(producer,), daemon=True)
+            thread.start()
+            wait_for(lambda: len(acked) >= 200, 60, "200 acknowledged sends")
+            old = broker.kill9("broker-store")
+            broker.wait_restarted("broker-store", old)
+            at_restart = len(acked)
+            wait_for(lambda: len(acked) >= at_restart + 200, 60, "200 more acknowledged sends")
+            stop.set()
+            thread.join(30)
+        want = set(acked)
+        got: set[bytes] = set()
+        consumer = PullConsumer("cg-noloss", namesrv, ConsumeFromWhere.FIRST_OFFSET)
+        consumer.start()
+        try:
+            consumer.subscribe("NoLoss", "*")
+            deadline = time.monotonic() + 60
+            while not want <= got and time.monotonic() < deadline:
+                got.update(m.body for m in consumer.poll(timeout=0.5))
+        finally:
+            consumer.shutdown()
+        assert want - got == set(), f"{len(want - got)} acknowledged messages lost"
+        assert len(want) == len(acked)  # each body once: the producer's own check
+        print(f"acked {len(acked)}, failed during the restart {failed}")
+        assert broker.stop() == 0
+    finally:
+        stop.set()
+        broker.close()
+
+
+def hold_port(endpoint: str) -> socket.socket:
+    """Listens on endpoint's tcp port (as another program would), so that a service that
+    must bind it fails at start."""
+    port = int(endpoint.rsplit(":", 1)[1])
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past the old one's TIME_WAIT
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            sock.bind(("127.0.0.1", port))
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)  # wait-ok: the killed process's socket is being closed
+    sock.listen()
+    return sock
+
+
+def test_a_crash_loop_ends_in_one_give_up_line_and_the_rest_keep_serving(
+    tmp_path: Path, namesrv: str
+) -> None:
+    """The store's port taken by someone else: each restart fails at bind; after 5 exits
+    within the window the supervisor gives up on it, remoting keeps answering (a typed,
+    retriable error) and the group stops cleanly."""
+    policy = "first_wait=0.3,max_wait=0.6,max_crashes=5,window=60"
+    broker = ServedBroker(tmp_path / "broker", namesrv, policy)
+    held: socket.socket | None = None
+    try:
+        create_topic(namesrv, "Degraded", 2)
+        remoting = broker.pid_of("broker-remoting")
+        endpoint = broker.endpoint_of("broker-store")
+        broker.kill9("broker-store")
+        held = hold_port(endpoint)
+        started = time.monotonic()
+        line = broker.reader.wait_for_prefix("error: [supervisor] broker-store", timeout=60)
+        gave_up_after = time.monotonic() - started
+        assert "exited 5 times within 60 s" in line
+        assert "not restarting it again, the other services keep serving" in line
+        exits = [ln for ln in broker.reader.lines if ln.startswith("[supervisor] broker-store (")]
+        assert len(exits) == 4, exits  # the fifth exit is the give-up line
+        assert all("exit code" in ln for ln in exits[1:]), exits
+        assert gave_up_after < 30
+        # degraded, not down: remoting still answers, with an error a client may retry
+        assert alive(remoting) and broker.proc.poll() is None
+        with Producer("pg-degraded", namesrv, send_timeout_ms=15_000, retry_times=0) as p:
+            began = time.monotonic()
+            with pytest.raises(FerryError) as caught:
+                p.send(Message("Degraded", b"x"))
+            took = time.monotonic() - began
+        assert caught.value.retriable, repr(caught.value)
+        assert endpoint in str(caught.value)  # remoting's own answer: its store did not reply
+        assert took < 16, took  # answered (remoting's store request timed out), not hung
+        print(f"gave up after {gave_up_after:.1f} s; a send failed with {caught.value!r}")
+        assert broker.stop() == 0
+    finally:
+        if held is not None:
+            held.close()
+        broker.close()
+
+
+def test_sigterm_of_the_supervisor_leaves_no_process_behind(tmp_path: Path, namesrv: str) -> None:
+    broker = ServedBroker(tmp_path / "broker", namesrv)
+    try:
+        old = broker.kill9("index")  # a restarted child must be stopped as well
+        broker.wait_restarted("index", old)
+        tree = children_of(broker.proc.pid)
+        assert len(tree) == 5, tree
+        assert broker.stop() == 0
+        assert [pid for pid in tree if alive(pid)] == []
+        # its services exited on the stop: none of them was restarted
+        after = broker.reader.drain()
+        assert not [ln for ln in after if ln.startswith("[supervisor]")], after
+    finally:
+        broker.close()
