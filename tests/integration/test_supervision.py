@@ -4,10 +4,13 @@ whole tree."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,7 +26,8 @@ from ferry.client import (
     PullConsumer,
     SendStatus,
 )
-from ferry.runtime.launcher import ServiceProcess, service_args, start_service
+from ferry.runtime.launcher import LocalCluster, ServiceProcess, service_args, start_service
+from ferry.runtime.supervisor import RestartPolicy, Supervisor
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -196,3 +200,47 @@ def test_sigterm_of_the_supervisor_leaves_no_process_behind(tmp_path: Path, name
         assert not [ln for ln in after if ln.startswith("[supervisor]")], after
     finally:
         broker.close()
+
+
+def test_restart_waits_double_to_the_cap_and_reset_once_the_service_has_served() -> None:
+    """The Supervisor under `ferry serve` / `ferry dev up`, around a name server bound to
+    port 0: each restart binds the port the first start got, and the waits go 0.1, 0.2,
+    0.4, 0.4, then back to 0.1 once it has served for stable_after."""
+    sp = start_service("namesrv", service_args(None, {"listenPort": "0"}))
+    cluster = LocalCluster([sp])
+    addr = sp.endpoints["addr"]
+    said: list[str] = []
+    policy = RestartPolicy(first_wait=0.1, max_wait=0.4, stable_after=1.5, window=60)
+    policy = replace(policy, max_crashes=10)
+    supervisor = Supervisor(cluster, policy=policy, say=said.append)
+    stop = threading.Event()
+    thread = threading.Thread(target=supervisor.run, args=(stop,), daemon=True)
+    thread.start()
+
+    def kill_and_wait_back() -> str:
+        old = cluster.processes[0]
+        os.kill(old.pid, signal.SIGKILL)
+        wait_for(
+            lambda: (
+                cluster.processes[0].pid != old.pid
+                and f"namesrv is back (pid {cluster.processes[0].pid})" in said[-1:]
+            ),
+            30,
+            "the name server back",
+        )
+        assert cluster.processes[0].pid != old.pid
+        assert cluster.processes[0].endpoints["addr"] == addr
+        return next(ln for ln in said if f"(pid {old.pid}) exited" in ln)
+
+    try:
+        lines = [kill_and_wait_back() for _ in range(4)]
+        waits = [ln.rsplit("restarting in ", 1)[1] for ln in lines]
+        assert waits == ["0.1 s", "0.2 s", "0.4 s", "0.4 s"]
+        assert all("exited with SIGKILL" in ln for ln in lines)
+        time.sleep(1.6)  # wait-ok: the time it must serve for its wait to reset
+        assert kill_and_wait_back().endswith("restarting in 0.1 s")
+    finally:
+        stop.set()
+        thread.join(10)
+        cluster.stop()
+    assert not cluster.processes[0].alive()
