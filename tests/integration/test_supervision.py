@@ -9,14 +9,16 @@ import signal
 import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from consume_support import create_topic
-from itest_support import alive, children_of, wait_for
-from supervision_support import ServedBroker
+from ha_support import broker_ids
+from itest_support import DevUp, alive, children_of, wait_for
+from supervision_support import FAST_POLICY, ServedBroker, child_running
 
 from ferry.client import (
     ConsumeFromWhere,
@@ -244,3 +246,39 @@ def test_restart_waits_double_to_the_cap_and_reset_once_the_service_has_served()
         thread.join(10)
         cluster.stop()
     assert not cluster.processes[0].alive()
+
+
+def test_dev_up_slave_survives_a_kill_of_the_masters_remoting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's report, run again: `ferry dev up --slave`, kill -9 the master's
+    broker-remoting. The slave group, the name server and the console keep running, and the
+    master's remoting comes back on its address."""
+    monkeypatch.setenv("FERRY_RESTART_POLICY", FAST_POLICY)
+    dev = DevUp(tmp_path / "data", "--slave", timeout=240)  # two broker groups
+    try:
+        namesrv = dev.fields["namesrv"]
+        wait_for(lambda: broker_ids(namesrv) == {0, 1}, 60, "master and slave routed")
+        create_topic(namesrv, "AfterKill", 2)
+        root = dev.proc.pid
+        remoting = child_running(root, "ferry.remoting", without="brokerRole=SLAVE")
+        assert remoting is not None
+        kept = {pid for pid in children_of(root) if pid != remoting}
+        assert len(kept) == 11, kept  # namesrv, console, 4 of the master's, 5 of the slave's
+        os.kill(remoting, signal.SIGKILL)
+        said = dev.reader.wait_for_prefix(f"[supervisor] broker-remoting (pid {remoting}) ")
+        assert "exited with SIGKILL; restarting in 0.1 s" in said
+        back = dev.reader.wait_for_prefix("[supervisor] broker-remoting is back", timeout=60)
+        assert [pid for pid in kept if not alive(pid)] == []
+        assert dev.proc.poll() is None
+        new = child_running(root, "ferry.remoting", without="brokerRole=SLAVE")
+        assert new is not None and new != remoting and f"(pid {new})" in back
+        with Producer("pg-dev-kill", namesrv, send_timeout_ms=2000) as producer:
+            wait_for(lambda: send_ok(producer, "AfterKill", b"x"), 30, "a send to the master")
+        with urllib.request.urlopen(dev.fields["console"], timeout=10) as page:
+            assert page.status == 200
+        dev.proc.send_signal(signal.SIGTERM)
+        assert dev.proc.wait(120) == 0
+        assert [pid for pid in kept if alive(pid)] == []
+    finally:
+        dev.close()
