@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 import urllib.request
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 from consume_support import create_topic
 from ha_support import broker_ids
-from itest_support import DevUp, alive, children_of, wait_for
+from itest_support import FERRY, DevUp, LineReader, alive, children_of, wait_for
 from supervision_support import FAST_POLICY, ServedBroker, child_running
 
 from ferry.client import (
@@ -282,3 +283,39 @@ def test_dev_up_slave_survives_a_kill_of_the_masters_remoting(
         assert [pid for pid in kept if alive(pid)] == []
     finally:
         dev.close()
+
+
+def test_serve_one_service_restarts_it_on_its_port_and_exits_1_once_it_gave_up() -> None:
+    """`ferry serve namesrv`: its READY line is the command's own (as when it was exec'd);
+    a kill -9 is restarted on the same port; when the port is taken and every restart fails,
+    the command, with nothing left to serve, exits 1."""
+    env = {**os.environ, "FERRY_RESTART_POLICY": "first_wait=0.2,max_wait=0.4,window=60"}
+    argv = [FERRY, "serve", "namesrv", "--set", "listenPort=0"]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    assert proc.stdout is not None
+    reader = LineReader(proc.stdout)
+    held: socket.socket | None = None
+    try:
+        addr = reader.wait_for_prefix("READY namesrv addr=").split("addr=", 1)[1]
+        first = child_running(proc.pid, "ferry.namesrv")
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        assert reader.wait_for_prefix("READY namesrv ") == f"READY namesrv addr={addr}"
+        back = reader.wait_for_prefix("[supervisor] namesrv is back")
+        second = child_running(proc.pid, "ferry.namesrv")
+        assert second is not None and second != first and f"(pid {second})" in back
+        os.kill(second, signal.SIGKILL)
+        wait_for(lambda: not alive(second), 10, "the name server to die")
+        held = hold_port(f"tcp://{addr}")
+        line = reader.wait_for_prefix("error: [supervisor] namesrv exited 5 times", timeout=60)
+        assert "not restarting it again" in line
+        assert proc.wait(30) == 1
+    finally:
+        if held is not None:
+            held.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        reader.close()
