@@ -1,0 +1,186 @@
+"""Every port fuzzed, as a standing test (issue 25.5): each ZeroMQ request port of each service,
+the store's feed, and the console's pages and OTLP receiver get random frames, mutated valid
+envelopes and envelopes of every request type with generated values (fuzz_frames.py).
+
+Expected, and checked after each port's run: no process died or restarted, each frame got a
+typed reply or was dropped, a ping right after each one was answered in time, no handler
+crashed on the input, and what was stored before the run reads back the same (the CommitLog's
+bytes, the kept topic's offsets and messages). Derandomized, a few seconds per port; the longer
+run is bench/fuzz_ports.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fuzz_frames import KEPT_TOPIC, SAFE_TYPES, any_frames, otlp_bodies, page_paths, well_formed
+from fuzz_targets import FeedTarget, HttpTarget, Tally, ZmqTarget, drive, served_types
+from hypothesis import strategies as st
+from itest_support import SMALL_STORE, RawClient
+
+from ferry.client import ConsumeFromWhere, Message, Producer, PullConsumer
+from ferry.protocol.messages import (
+    GetMaxOffsetRequest,
+    PingRequest,
+    StoreReadLogReply,
+    StoreReadLogRequest,
+)
+from ferry.runtime.launcher import LocalCluster, start_local_cluster
+
+pytestmark = pytest.mark.integration
+
+# every service with a request port; a new one must be added here (test_every_port_is_fuzzed)
+SERVICES = ["namesrv", "broker-remoting", "broker-store", "index", "scheduler", "ha-replicator"]
+BUDGET_S = 5.0  # per port: the whole module stays near a minute on 2 busy cores
+MAX_EXAMPLES = 600
+KEPT = 20
+
+
+@dataclass
+class Before:
+    pids: dict[str, int]
+    log: bytes
+    offsets: list[Any]
+
+
+@pytest.fixture(scope="module")
+def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Before]]:
+    data = tmp_path_factory.mktemp("fuzz")
+    local = start_local_cluster(str(data), overrides=SMALL_STORE, console_port=0)
+    try:
+        with Producer("pg-kept", local.namesrv_addr) as producer:
+            for i in range(KEPT):
+                producer.send(Message(KEPT_TOPIC, f"kept-{i}".encode()))
+        pids = {sp.name: sp.pid for sp in local.processes}
+        yield local, Before(pids, _log(local), _offsets(local))
+    finally:
+        local.stop()
+
+
+def _log(local: LocalCluster) -> bytes:
+    client = RawClient(local.store_endpoint)
+    try:
+        body, payload = client.call(StoreReadLogRequest(0, 16 * 1024 * 1024))
+    finally:
+        client.close()
+    assert isinstance(body, StoreReadLogReply), body
+    return bytes(payload[0]) if payload else b""
+
+
+def _offsets(local: LocalCluster) -> list[Any]:
+    client = RawClient(local.broker_addr)
+    try:
+        return [client.call(GetMaxOffsetRequest(KEPT_TOPIC, q))[0] for q in range(8)]
+    finally:
+        client.close()
+
+
+def _endpoint(local: LocalCluster, name: str) -> str:
+    eps = local.get(name).endpoints
+    return eps.get("endpoint") or eps["addr"]
+
+
+def _check(tally: Tally, local: LocalCluster, before: Before) -> None:
+    findings = "\n".join(str(f) for f in tally.findings[:10])
+    assert not tally.findings, f"{len(tally.findings)} finding(s):\n{findings}"
+    for sp in local.processes:
+        assert sp.alive(), f"{sp.name} died:\n{sp.recent_output()}"
+        assert sp.pid == before.pids[sp.name], f"{sp.name} was restarted"
+
+
+def test_every_port_is_fuzzed(fuzzed: tuple[LocalCluster, Before]) -> None:
+    local, _ = fuzzed
+    served = {sp.name for sp in local.processes if {"endpoint", "addr"} & set(sp.endpoints)}
+    assert served - {"console"} == set(SERVICES)
+
+
+@pytest.mark.parametrize("name", SERVICES)
+def test_request_port_survives_fuzzing(name: str, fuzzed: tuple[LocalCluster, Before]) -> None:
+    local, before = fuzzed
+    target = ZmqTarget(name, _endpoint(local, name))
+    try:
+        served = served_types(target, SAFE_TYPES)
+        assert PingRequest in served and len(served) < len(SAFE_TYPES)
+        # aimed at what the port serves, and now and then at what it does not
+        frames = st.one_of(any_frames(served), well_formed(SAFE_TYPES))
+        fed = drive(target.feed, frames, budget_s=BUDGET_S, max_examples=MAX_EXAMPLES)
+        assert target.ping(), "no answer after the run"
+    finally:
+        target.close()
+    assert fed >= 50, f"only {fed} frames in {BUDGET_S} s"
+    # most frames are refused with a typed error; some well-formed ones are served
+    assert target.tally.errors > fed // 4
+    _check(target.tally, local, before)
+
+
+def test_store_feed_survives_fuzzing(fuzzed: tuple[LocalCluster, Before]) -> None:
+    local, before = fuzzed
+    store = ZmqTarget("broker-store feed", local.store_endpoint)
+    feed = FeedTarget(local.get("broker-store").endpoints["feed"], store)
+    messages = st.lists(
+        st.one_of(st.binary(max_size=24), st.sampled_from([b"\x01", b"\x00", b"\x01feed"])),
+        min_size=1,
+        max_size=4,
+    )
+    try:
+        drive(feed.feed, messages, budget_s=BUDGET_S / 2, max_examples=MAX_EXAMPLES)
+    finally:
+        feed.close()
+        store.close()
+    _check(store.tally, local, before)
+
+
+def test_console_survives_fuzzing(fuzzed: tuple[LocalCluster, Before]) -> None:
+    local, before = fuzzed
+    target = HttpTarget(local.console_url)
+    drive(target.get, page_paths(), budget_s=BUDGET_S, max_examples=MAX_EXAMPLES)
+    drive(
+        lambda b: target.post_traces(*b),
+        otlp_bodies(),
+        budget_s=BUDGET_S,
+        max_examples=MAX_EXAMPLES,
+    )
+    raw = st.one_of(
+        st.binary(max_size=200),
+        st.sampled_from([b"GET / HTTP/1.1\r\nHost: \xff\r\n\r\n", b"GET /%ff%fe HTTP/1.0\r\n\r\n"]),
+    )
+    drive(target.raw, raw, budget_s=BUDGET_S / 2, max_examples=100)
+    assert target.tally.sent >= 50
+    _check(target.tally, local, before)
+
+
+def test_stored_data_is_unchanged_after_fuzzing(fuzzed: tuple[LocalCluster, Before]) -> None:
+    """Runs last (file order): what was stored before any fuzzing reads back the same."""
+    local, before = fuzzed
+    after_log = _log(local)
+    assert after_log[: len(before.log)] == before.log
+    assert _offsets(local) == before.offsets
+    with PullConsumer(
+        "cg-kept", local.namesrv_addr, consume_from=ConsumeFromWhere.FIRST_OFFSET
+    ) as consumer:
+        consumer.subscribe(KEPT_TOPIC)
+        got: list[bytes] = []
+        for _ in range(50):
+            got += [m.body for m in consumer.poll(timeout=0.5)]
+            if len(got) >= KEPT:
+                break
+    assert sorted(got) == sorted(f"kept-{i}".encode() for i in range(KEPT))
+    _check(Tally(), local, before)
+
+
+def test_fuzz_inputs_are_the_same_every_run() -> None:
+    """Derandomized: a failure found here is found again on the next run."""
+    runs: list[list[Any]] = []
+    for _ in range(2):
+        seen: list[Any] = []
+
+        def keep(frames: Any, seen: list[Any] = seen) -> bool:
+            seen.append(frames)
+            return True
+
+        drive(keep, any_frames(), budget_s=5, max_examples=30)
+        runs.append(seen)
+    assert runs[0] == runs[1] and len(runs[0]) == 30
