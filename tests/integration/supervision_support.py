@@ -51,16 +51,23 @@ def child_running(parent: int, module: str, without: str = "") -> int | None:
 class ServedBroker:
     """`ferry serve broker` on free ports under tmp, until its READY line."""
 
-    def __init__(self, root: Path, namesrv: str, policy: str = FAST_POLICY, *settings: str) -> None:
+    def __init__(
+        self, root: Path, namesrv: str, policy: str = FAST_POLICY, *, new_session: bool = False
+    ) -> None:
+        """new_session: in a process group of its own, which a test can signal as a
+        terminal's Ctrl-C does."""
         argv = [FERRY, "serve", "broker", "--set", "listenPort=0"]
         argv += ["--set", f"storePathRootDir={root}", "--set", f"namesrvAddr={namesrv}"]
         argv += ["--set", "flushDiskType=SYNC_FLUSH"]
         argv += ["--set", "mappedFileSizeCommitLog=1048576"]
-        for item in settings:
-            argv += ["--set", item]
         env = {**os.environ, "FERRY_RESTART_POLICY": policy}
         self.proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            start_new_session=new_session,
         )
         assert self.proc.stdout is not None
         self.reader = LineReader(self.proc.stdout)

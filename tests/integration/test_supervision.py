@@ -19,7 +19,7 @@ import pytest
 from consume_support import create_topic
 from ha_support import broker_ids
 from itest_support import FERRY, DevUp, LineReader, alive, children_of, wait_for
-from supervision_support import FAST_POLICY, ServedBroker, child_running
+from supervision_support import FAST_POLICY, MODULES, ServedBroker, child_running
 
 from ferry.client import (
     ConsumeFromWhere,
@@ -51,26 +51,28 @@ def send_ok(producer: Producer, topic: str, body: bytes) -> bool:
         return False
 
 
-@pytest.mark.parametrize("service", ["broker-store", "broker-remoting", "index"])
-def test_a_killed_service_is_restarted_and_sends_succeed_again(
-    tmp_path: Path, namesrv: str, service: str
+def test_killed_services_are_restarted_alone_and_sends_succeed_again(
+    tmp_path: Path, namesrv: str
 ) -> None:
+    """kill -9 of the store, then remoting, then the index of one `ferry serve broker`: each
+    is restarted alone, on the endpoint it had (its peers reconnect there), and a running
+    producer's sends succeed again."""
     broker = ServedBroker(tmp_path / "broker", namesrv)
     try:
         create_topic(namesrv, "Supervised", 4)
         with Producer("pg-supervised", namesrv, send_timeout_ms=2000) as producer:
             assert all(send_ok(producer, "Supervised", b"before") for _ in range(10))
-            others = {name: broker.pid_of(name) for name in ("broker-store", "index", "scheduler")}
-            others.pop(service, None)
-            old = broker.kill9(service)
-            new = broker.wait_restarted(service, old)
-            assert broker.reader.lines[-1] == f"[supervisor] {service} is back (pid {new})"
-            assert any(ln.startswith(f"[{service}] listening ") for ln in broker.reader.lines)
-            # the same endpoint as before: its peers reconnect to where they were
-            wait_for(lambda: send_ok(producer, "Supervised", b"again"), 30, "a send to succeed")
-            assert all(send_ok(producer, "Supervised", b"after") for _ in range(10))
-        # nothing else was restarted
-        assert {name: broker.pid_of(name) for name in others} == others
+            for service in ("broker-store", "broker-remoting", "index"):
+                endpoint = broker.endpoint_of(service)
+                others = {name: broker.pid_of(name) for name in MODULES if name != service}
+                old = broker.kill9(service)
+                new = broker.wait_restarted(service, old)
+                assert broker.reader.lines[-1] == f"[supervisor] {service} is back (pid {new})"
+                assert broker.endpoint_of(service) == endpoint  # relayed `listening` again
+                wait_for(lambda: send_ok(producer, "Supervised", b"again"), 30, "a send")
+                assert all(send_ok(producer, "Supervised", b"after") for _ in range(10))
+                # nothing else was restarted
+                assert {name: broker.pid_of(name) for name in others} == others
         assert broker.proc.poll() is None
         assert broker.stop() == 0
     finally:
@@ -319,3 +321,21 @@ def test_serve_one_service_restarts_it_on_its_port_and_exits_1_once_it_gave_up()
             proc.kill()
             proc.wait(10)
         reader.close()
+
+
+def test_ctrl_c_reaching_every_process_stops_all_and_restarts_none(
+    tmp_path: Path, namesrv: str
+) -> None:
+    """Ctrl-C in a terminal sends SIGINT to the supervisor and to every service at once: the
+    services' exits are the stop's, not crashes."""
+    broker = ServedBroker(tmp_path / "broker", namesrv, FAST_POLICY, new_session=True)
+    try:
+        tree = children_of(broker.proc.pid)
+        assert len(tree) == 5, tree
+        os.killpg(broker.proc.pid, signal.SIGINT)
+        assert broker.proc.wait(60) == 0
+        assert [pid for pid in tree if alive(pid)] == []
+        after = broker.reader.drain()
+        assert not [ln for ln in after if " is back " in ln], after
+    finally:
+        broker.close()

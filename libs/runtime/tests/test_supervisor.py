@@ -35,7 +35,7 @@ def test_exit_status_names_the_signal_or_the_code() -> None:
 
 
 def service(name: str, args: list[str], endpoints: dict[str, str]) -> ServiceProcess:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc = subprocess.Popen([sys.executable, "-c", "pass"], text=True)
     proc.wait()
     return ServiceProcess(name, proc, endpoints=endpoints, args=args)
 

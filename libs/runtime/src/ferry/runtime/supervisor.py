@@ -180,18 +180,24 @@ class Supervisor:
             return
         if watch.restart_at is None:
             watch.starting_until = None
-            self._died(sp, watch, now)
+            status = exit_status(sp.proc.poll())
+            self._died(sp, watch, now, f"(pid {sp.pid}) exited with {status}", status)
         elif now >= watch.restart_at:
             sp.kill()  # reaps it and closes its output
-            new = spawn_service(sp.name, watch.args, env=sp.env, sink=sp.sink, stderr=sp.stderr)
+            watch.restart_at = None
+            try:
+                new = spawn_service(sp.name, watch.args, env=sp.env, sink=sp.sink, stderr=sp.stderr)
+            except OSError as exc:  # no fork (EAGAIN, ENOMEM): an exit like any other
+                self._died(sp, watch, now, f"could not be started again ({exc})", str(exc))
+                return
             new.label = sp.label
             self.cluster.processes[i] = new
-            watch.restart_at = None
             watch.starting_until = now + self.policy.ready_timeout
             self.restarts += 1
 
-    def _died(self, sp: ServiceProcess, watch: _Watch, now: float) -> None:
-        status = exit_status(sp.proc.poll())
+    def _died(self, sp: ServiceProcess, watch: _Watch, now: float, what: str, status: str) -> None:
+        """Counts an exit (`what` happened; `status` is its short form); schedules the
+        restart, or gives up."""
         watch.crashes.append(now)
         while watch.crashes and watch.crashes[0] < now - self.policy.window:
             watch.crashes.popleft()
@@ -207,4 +213,4 @@ class Supervisor:
         delay = watch.wait
         watch.wait = min(watch.wait * 2, self.policy.max_wait)
         watch.restart_at = now + delay
-        self._say(f"{sp.display} (pid {sp.pid}) exited with {status}; restarting in {delay:g} s")
+        self._say(f"{sp.display} {what}; restarting in {delay:g} s")
