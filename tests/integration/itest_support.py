@@ -286,8 +286,8 @@ class LineReader:
 FERRY = str(Path(sys.executable).parent / "ferry")
 
 
-def children_of(pid: int) -> set[int]:
-    """Every live descendant of pid, read from /proc."""
+def live_parents() -> dict[int, int]:
+    """pid -> parent pid of every live (not zombie) process, read from /proc."""
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -299,6 +299,12 @@ def children_of(pid: int) -> set[int]:
         fields = stat.rsplit(")", 1)[1].split()
         if fields[0] != "Z":
             parents[int(entry)] = int(fields[1])
+    return parents
+
+
+def children_of(pid: int) -> set[int]:
+    """Every live descendant of pid, read from /proc."""
+    parents = live_parents()
     found: set[int] = set()
     frontier = {pid}
     while frontier:

@@ -8,7 +8,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from itest_support import FERRY, LineReader, alive, wait_for
+from itest_support import FERRY, LineReader, alive, live_parents, wait_for
 
 MODULES = {
     "broker-store": "ferry.store",
@@ -32,19 +32,10 @@ def cmdline(pid: int) -> list[str]:
 def child_running(parent: int, module: str, without: str = "") -> int | None:
     """The pid of parent's live child running `python -m module` (and whose arguments do
     not contain `without`)."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
-        if int(ppid) != parent or state == "Z":
-            continue
-        args = cmdline(int(entry))
+    for pid, ppid in live_parents().items():
+        args = cmdline(pid) if ppid == parent else []
         if module in args and not (without and any(without in a for a in args)):
-            return int(entry)
+            return pid
     return None
 
 
