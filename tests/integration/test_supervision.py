@@ -339,3 +339,43 @@ def test_ctrl_c_reaching_every_process_stops_all_and_restarts_none(
         assert not [ln for ln in after if " is back " in ln], after
     finally:
         broker.close()
+
+
+def test_a_consumer_keeps_its_place_across_a_restart_of_remoting(
+    tmp_path: Path, namesrv: str
+) -> None:
+    """A pull consumer halfway through a topic when remoting is killed -9 resumes where it
+    was once remoting is back: every message once, none re-read."""
+    broker = ServedBroker(tmp_path / "broker", namesrv)
+    try:
+        create_topic(namesrv, "KeepPlace", 2)
+        with Producer("pg-keep-place", namesrv, send_timeout_ms=2000) as producer:
+            first = [f"a{i}".encode() for i in range(300)]
+            assert all(send_ok(producer, "KeepPlace", body) for body in first)
+            consumer = PullConsumer("cg-keep-place", namesrv, ConsumeFromWhere.FIRST_OFFSET)
+            consumer.start()
+            try:
+                consumer.subscribe("KeepPlace", "*")
+                got: list[bytes] = []
+
+                def read_some() -> bool:
+                    got.extend(m.body for m in consumer.poll(0.5))
+                    return len(got) >= 100
+
+                wait_for(read_some, 30, "the first hundred")
+                old = broker.kill9("broker-remoting")
+                broker.wait_restarted("broker-remoting", old)
+                second = [f"b{i}".encode() for i in range(300)]
+                wait_for(lambda: send_ok(producer, "KeepPlace", second[0]), 30, "a send")
+                assert all(send_ok(producer, "KeepPlace", body) for body in second[1:])
+                want = set(first) | set(second)
+                deadline = time.monotonic() + 60
+                while not want <= set(got) and time.monotonic() < deadline:
+                    got.extend(m.body for m in consumer.poll(0.5))
+            finally:
+                consumer.shutdown()
+        assert want - set(got) == set()
+        assert len(got) == len(want), f"{len(got) - len(want)} re-read"
+        assert broker.stop() == 0
+    finally:
+        broker.close()
