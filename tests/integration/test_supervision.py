@@ -379,3 +379,34 @@ def test_a_consumer_keeps_its_place_across_a_restart_of_remoting(
         assert broker.stop() == 0
     finally:
         broker.close()
+
+
+def test_with_restarts_off_serve_is_the_service_and_a_group_stops_at_the_first_exit() -> None:
+    """FERRY_RESTART_POLICY=off, for a container whose orchestrator restarts it: `ferry serve
+    namesrv` becomes the name server (no process above it), and a supervised group stops
+    at the first exit with one line saying so."""
+    env = {**os.environ, "FERRY_RESTART_POLICY": "off"}
+    argv = [FERRY, "serve", "namesrv", "--set", "listenPort=0"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    try:
+        assert proc.stdout.readline().startswith("READY namesrv addr=")
+        assert "ferry.namesrv" in Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode()
+        assert children_of(proc.pid) == set()
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
+        proc.stdout.close()
+    sp = start_service("namesrv", service_args(None, {"listenPort": "0"}))
+    cluster = LocalCluster([sp])
+    said: list[str] = []
+    supervisor = Supervisor(cluster, policy=RestartPolicy(restart=False), say=said.append)
+    os.kill(sp.pid, signal.SIGKILL)
+    try:
+        assert supervisor.run(threading.Event()) is False
+    finally:
+        cluster.stop()
+    assert said == [
+        f"error: namesrv (pid {sp.pid}) exited with SIGKILL; "
+        "restarts are off (FERRY_RESTART_POLICY=off): stopping"
+    ]

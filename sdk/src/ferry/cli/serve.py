@@ -4,7 +4,9 @@ ferry.runtime and the services (the `ferry[server]` extra) are imported when it 
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -51,7 +53,7 @@ def serve(
     args = ["-c", str(conf)] if conf else []
     for item in overrides:
         args += ["--set", item]
-    _serve_one(service, args)
+    _serve_one(service, module, args)
 
 
 def on_signals() -> threading.Event:
@@ -84,7 +86,7 @@ def supervise(cluster: Any, stop: threading.Event, say: Callable[[str], None]) -
         raise typer.Exit(1)
 
 
-def _serve_one(service: str, args: list[str]) -> None:
+def _serve_one(service: str, module: str, args: list[str]) -> None:
     """One service as a child process, restarted when it exits; its output is ours, as is:
     its READY line is this command's."""
     from ferry.runtime.launcher import LaunchError, LineRelay, LocalCluster, start_service
@@ -96,6 +98,8 @@ def _serve_one(service: str, args: list[str]) -> None:
     except FerryError as err:
         fail(str(err))
         raise typer.Exit(EXIT_USAGE) from None
+    if not policy.restart:  # restarted from outside: be the service, with no process above it
+        os.execv(sys.executable, [sys.executable, "-m", module, *args])
     stop = on_signals()
     try:
         sp = start_service(

@@ -9,7 +9,9 @@ arguments of its first start, with every endpoint pinned to what that first star
 a port given as 0 would otherwise be a new port, and its peers would wait at the old one.
 
 FERRY_RESTART_POLICY (`first_wait=0.05,max_wait=1,stable_after=60,max_crashes=5,window=120,
-ready_timeout=300`, seconds; any subset) changes the numbers, for tests and for operators.
+ready_timeout=300`, seconds; any subset) changes the numbers, for tests and for operators;
+`off` turns restarts off (where something else restarts the command: a container's restart
+policy), and then the first exit stops them all.
 """
 
 from __future__ import annotations
@@ -61,14 +63,21 @@ class RestartPolicy:
     max_crashes: int = MAX_CRASHES
     window: float = WINDOW_S
     ready_timeout: float = READY_TIMEOUT_S
+    restart: bool = True  # False (FERRY_RESTART_POLICY=off): any exit stops them all
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RestartPolicy:
-        """The defaults, changed by FERRY_RESTART_POLICY's `key=seconds,…`."""
+        """The defaults, changed by FERRY_RESTART_POLICY's `key=seconds,…`, or `off`."""
         text = (os.environ if env is None else env).get(POLICY_ENV, "").strip()
         if not text:
             return cls()
-        types = {f.name: int if f.name == "max_crashes" else float for f in fields(cls)}
+        if text == "off":
+            return cls(restart=False)
+        types = {
+            f.name: int if f.name == "max_crashes" else float
+            for f in fields(cls)
+            if f.name != "restart"
+        }
         changes: dict[str, float | int] = {}
         for item in text.split(","):
             key, _, value = item.strip().partition("=")
@@ -140,6 +149,7 @@ class Supervisor:
         self._say = say
         self._error = error or (lambda message: say("error: " + message))
         self._stop = threading.Event()
+        self._halted = False  # a service exited with restarts off
         now = time.monotonic()
         self._watches = [
             _Watch(pinned_args(sp), self.policy.first_wait, up_since=now)
@@ -152,7 +162,7 @@ class Supervisor:
         self._stop = stop
         while not stop.wait(TICK_S):
             self.check()
-            if all(w.given_up for w in self._watches):
+            if self._halted or all(w.given_up for w in self._watches):
                 return False
         return True
 
@@ -198,6 +208,10 @@ class Supervisor:
     def _died(self, sp: ServiceProcess, watch: _Watch, now: float, what: str, status: str) -> None:
         """Counts an exit (`what` happened; `status` is its short form); schedules the
         restart, or gives up."""
+        if not self.policy.restart:
+            watch.given_up = self._halted = True
+            self._error(f"{sp.display} {what}; restarts are off ({POLICY_ENV}=off): stopping")
+            return
         watch.crashes.append(now)
         while watch.crashes and watch.crashes[0] < now - self.policy.window:
             watch.crashes.popleft()
