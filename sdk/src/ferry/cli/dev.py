@@ -38,8 +38,8 @@ def up(
         typer.Option("--set", metavar="KEY=VALUE", help="override one broker.conf key"),
     ] = None,
 ) -> None:
-    """Start a name server, a broker group and the console; stop cleanly on Ctrl-C or
-    SIGTERM."""
+    """Start a name server, a broker group and the console; restart any of them that exits
+    (FERRY_RESTART_POLICY); stop them all cleanly on Ctrl-C or SIGTERM."""
     require_server("ferry dev up")
     from ferry.runtime.config import parse_overrides
     from ferry.runtime.launcher import LineRelay, start_local_cluster

@@ -36,7 +36,8 @@ def serve(
         typer.Option("--set", metavar="KEY=VALUE", help="override one broker.conf key"),
     ] = None,
 ) -> None:
-    """Run a service in the foreground (`broker` runs the broker group's services together)."""
+    """Run a service in the foreground (`broker` runs the broker group's services together),
+    restarting it when it exits (FERRY_RESTART_POLICY; `off`: no restarts)."""
     overrides = set_ or []
     if service == "broker":
         require_server("ferry serve broker", BROKER_GROUP)
