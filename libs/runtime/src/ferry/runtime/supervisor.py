@@ -158,7 +158,8 @@ class Supervisor:
         self.restarts = 0
 
     def run(self, stop: threading.Event) -> bool:
-        """Supervises until `stop` is set (True) or every service was given up on (False)."""
+        """Supervises until `stop` is set (True), or every service was given up on, or one
+        exited with restarts off (False)."""
         self._stop = stop
         while not stop.wait(TICK_S):
             self.check()
