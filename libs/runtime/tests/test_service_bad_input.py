@@ -25,7 +25,7 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.version import PROTOCOL_ID
 from ferry.runtime.service import Call, Service
-from ferry.runtime.throttled_log import ThrottledLog
+from ferry.runtime.throttled_log import ThrottledLog, ThrottleFilter
 
 BAD_UTF8 = b"\xff\xfe\xfd"
 
@@ -192,8 +192,24 @@ def test_throttled_log_lets_a_burst_through_then_counts(caplog: pytest.LogCaptur
         for i in range(100):
             throttled.warning("bad frame %d", i)
     assert [r.getMessage() for r in caplog.records] == ["bad frame 0", "bad frame 1", "bad frame 2"]
-    assert throttled.suppressed == 97 and throttled.total == 100
-    throttled._window_start -= 3600  # the next interval
+    assert throttled.gate.suppressed == 97 and throttled.total == 100
+    throttled.gate._window_start -= 3600  # the next interval
     with caplog.at_level(logging.WARNING, logger="ferry.test.throttle"):
         throttled.warning("bad frame %d", 100)
     assert caplog.records[-1].getMessage() == "bad frame 100 (97 more like it not logged)"
+
+
+def test_throttle_filter_limits_only_the_named_lines(caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger("ferry.test.filter")
+    gate = ThrottleFilter(("Invalid HTTP request",), interval_s=3600, burst=2)
+    logger.addFilter(gate)
+    try:
+        with caplog.at_level(logging.WARNING, logger="ferry.test.filter"):
+            for _ in range(50):
+                logger.warning("Invalid HTTP request received.")
+                logger.warning("something else")
+    finally:
+        logger.removeFilter(gate)
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count("Invalid HTTP request received.") == 2
+    assert messages.count("something else") == 50

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -150,9 +151,29 @@ def context_from(traceparent: str, tracestate: str = "") -> otel_context.Context
     if not traceparent:
         return None
     carrier = {"traceparent": traceparent}
-    if tracestate:
+    # a malformed tracestate is dropped here: OpenTelemetry would log a warning for each one,
+    # one line per request for whoever sends them
+    if tracestate and _TRACESTATE.fullmatch(tracestate):
         carrier["tracestate"] = tracestate
     return _PROPAGATOR.extract(carrier)
+
+
+# W3C trace-context list members (key=value, keys simple or tenant@system), comma-separated
+_TS_KEY = r"(?:[a-z][_0-9a-z\-*/]{0,255}|[a-z0-9][_0-9a-z\-*/]{0,240}@[a-z][_0-9a-z\-*/]{0,13})"
+_TS_VALUE = r"[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]"
+_TS_MEMBER = rf"[ \t]*(?:{_TS_KEY}={_TS_VALUE})?[ \t]*"
+_TRACESTATE = re.compile(rf"{_TS_MEMBER}(?:,{_TS_MEMBER}){{0,31}}")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def span_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """Attributes as OTLP can carry them: an int outside int64 (a count a peer sent) becomes
+    its decimal text instead of an export error for the whole batch of spans."""
+    out = dict(attributes)
+    for key, value in out.items():
+        if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
+            out[key] = str(value)
+    return out
 
 
 def current_traceparent() -> tuple[str, str]:
@@ -171,7 +192,7 @@ def _span(
 ) -> Iterator[trace.Span]:
     try:
         span = trace.get_tracer(tracer_name).start_span(
-            name, context=parent, kind=kind, attributes=dict(attributes)
+            name, context=parent, kind=kind, attributes=span_attributes(attributes)
         )
     except Exception:  # noqa: BLE001 - failed() logs it, once
         failed(f"span {name}")
@@ -243,7 +264,7 @@ def open_span(
             name,
             context=context_from(traceparent, tracestate),
             kind=kind,
-            attributes=dict(attributes),
+            attributes=span_attributes(attributes),
         )
     except Exception:  # noqa: BLE001 - failed() logs it, once
         failed(f"open_span {name}")

@@ -15,21 +15,18 @@ INTERVAL_S = 10.0
 BURST = 10  # lines let through per interval
 
 
-class ThrottledLog:
-    """Per-interval rate limit on one kind of log line (bad frames, dropped feed messages)."""
+class Gate:
+    """Lets `burst` events through per `interval_s`, counting the rest."""
 
-    def __init__(
-        self, logger: logging.Logger, *, interval_s: float = INTERVAL_S, burst: int = BURST
-    ) -> None:
-        self._log = logger
+    def __init__(self, interval_s: float = INTERVAL_S, burst: int = BURST) -> None:
         self._interval_s = interval_s
         self._burst = burst
         self._window_start = float("-inf")
         self._in_window = 0
-        self.suppressed = 0  # lines not written since the last one that was
+        self.suppressed = 0  # events held back since the last one let through
         self.total = 0
 
-    def _admit(self) -> bool:
+    def admit(self) -> bool:
         self.total += 1
         now = time.monotonic()
         if now - self._window_start >= self._interval_s:
@@ -41,18 +38,52 @@ class ThrottledLog:
         self._in_window += 1
         return True
 
+
+class ThrottledLog:
+    """Per-interval rate limit on one kind of log line (bad frames, dropped feed messages)."""
+
+    def __init__(
+        self, logger: logging.Logger, *, interval_s: float = INTERVAL_S, burst: int = BURST
+    ) -> None:
+        self._log = logger
+        self.gate = Gate(interval_s, burst)
+
+    @property
+    def total(self) -> int:
+        return self.gate.total
+
     def warning(self, msg: str, *args: Any) -> None:
         self._emit(logging.WARNING, msg, args, False)
+
+    def error(self, msg: str, *args: Any) -> None:
+        self._emit(logging.ERROR, msg, args, False)
 
     def exception(self, msg: str, *args: Any) -> None:
         """An ERROR line with the traceback (only for lines that get through)."""
         self._emit(logging.ERROR, msg, args, True)
 
     def _emit(self, level: int, msg: str, args: tuple[Any, ...], exc_info: bool) -> None:
-        if not self._admit():
+        if not self.gate.admit():
             return
-        if self.suppressed:
+        if self.gate.suppressed:
             msg += " (%d more like it not logged)"
-            args = (*args, self.suppressed)
-            self.suppressed = 0
+            args = (*args, self.gate.suppressed)
+            self.gate.suppressed = 0
         self._log.log(level, msg, *args, exc_info=exc_info)
+
+
+class ThrottleFilter(logging.Filter):
+    """The same limit on another library's log lines that start with one of `messages` (a
+    web server's line per malformed request)."""
+
+    def __init__(
+        self, messages: tuple[str, ...], *, interval_s: float = INTERVAL_S, burst: int = BURST
+    ) -> None:
+        super().__init__()
+        self._messages = messages
+        self.gate = Gate(interval_s, burst)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(self._messages):
+            return True
+        return self.gate.admit()

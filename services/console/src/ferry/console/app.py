@@ -35,8 +35,14 @@ from ferry.console.trace_store import TraceStore
 from ferry.console.web import MAX_FORM_BYTES, Renderer, error_response, make_env
 from ferry.protocol.errors import FerryError
 from ferry.runtime.service import announce_ready
+from ferry.runtime.throttled_log import ThrottleFilter
 
 log = logging.getLogger("ferry.console")
+UVICORN_BAD_REQUEST_LINES = (
+    "Invalid HTTP request",
+    "Unsupported upgrade request",
+    "No supported WebSocket library",
+)
 
 SERVICE_NAME = "console"
 STATIC = Path(__file__).parent / "static"
@@ -143,6 +149,8 @@ class ConsoleApp:
         self.app = CatchAll(build_app(self.state), renderer)
 
     def run(self) -> None:
+        # uvicorn logs a line per malformed request: anyone could fill the log with them
+        logging.getLogger("uvicorn.error").addFilter(ThrottleFilter(UVICORN_BAD_REQUEST_LINES))
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.config.listen_host, self.config.listen_port))

@@ -44,6 +44,7 @@ from ferry.protocol.messages import (
 )
 from ferry.runtime.service import Call, HandlerResult, Peer, Service
 from ferry.runtime.service import error_reply as to_error_reply
+from ferry.runtime.throttled_log import ThrottledLog
 
 log = logging.getLogger("ferry.ha.master")
 
@@ -137,6 +138,7 @@ class MasterReplicator:
         self._max_gap = config.ha_max_gap_not_in_sync
         # a slave asks again at least every heartbeat interval; twice that is silence
         self._alive_s = 2 * config.ha_send_heartbeat_interval / 1000 + 1.0
+        self._refusals = ThrottledLog(log)
 
     # ---- the store's log bounds ----
 
@@ -190,7 +192,8 @@ class MasterReplicator:
             call.reply(HaHelloReply(session, start, master_end))
 
         def refuse(why: str) -> None:
-            log.error("slave %d refused: %s", req.broker_id, why)
+            # throttled: anyone who reaches the port can send hellos as fast as they like
+            self._refusals.warning("slave %d refused: %s", req.broker_id, why)
             call.fail(HaLogDivergedError(why))
 
         def on_status(body: AnyReply, _frames: list[Any]) -> None:
