@@ -171,8 +171,8 @@ def well_formed(request_types: tuple[type[Any], ...] = SAFE_TYPES) -> st.SearchS
 
 
 @st.composite
-def _mutated_header(draw: st.DrawFn, request_types: tuple[type[Any], ...]) -> bytes:
-    raw = bytearray(draw(envelope_headers(request_types)))
+def _mutated_header(draw: st.DrawFn, headers: st.SearchStrategy[bytes]) -> bytes:
+    raw = bytearray(draw(headers))
     for _ in range(draw(st.integers(1, 4))):
         op = draw(st.sampled_from(["flip", "insert", "delete", "truncate", "bad_utf8", "grow"]))
         at = draw(st.integers(0, max(len(raw) - 1, 0)))
@@ -199,7 +199,7 @@ def _mutated_header(draw: st.DrawFn, request_types: tuple[type[Any], ...]) -> by
 def mutated(request_types: tuple[type[Any], ...] = SAFE_TYPES) -> st.SearchStrategy[Frames]:
     """A valid envelope with bytes flipped, inserted, cut, strings made invalid UTF-8, or its
     frames reshaped (no delimiter, another protocol id, extra frames)."""
-    header = _mutated_header(request_types)
+    header = _mutated_header(envelope_headers(request_types))  # built once, drawn often
     shapes = st.sampled_from(["plain", "no_delim", "other_proto", "extra", "split"])
     return st.builds(_shape, shapes, header, st.binary(max_size=32))
 

@@ -9,6 +9,7 @@ dropped HTTP connection.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import itertools
 import socket
@@ -19,13 +20,21 @@ from typing import Any
 
 import hypothesis
 import zmq
-from fuzz_frames import sample_request
-from hypothesis import HealthCheck, Phase, given, settings
+from fuzz_frames import KEPT_TOPIC, sample_request
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import strategies as st
+from itest_support import RawClient
 
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.framing import FrameError, RequestCodec, RequestEnvelope
-from ferry.protocol.messages import ErrorReply, PingRequest, PongReply
+from ferry.protocol.messages import (
+    ErrorReply,
+    GetMaxOffsetRequest,
+    PingRequest,
+    PongReply,
+    StoreReadLogReply,
+    StoreReadLogRequest,
+)
 
 Frames = list[bytes]
 PING_DEADLINE_S = 10.0  # generous: 2 cores shared with other test runs
@@ -247,18 +256,25 @@ def drive(
         derandomize=seed is None,
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
     )
     @given(strategy)
     def one(value: Any) -> None:
         nonlocal fed
-        if time.monotonic() < deadline:  # past it, the remaining examples cost only generation
-            fed += 1
-            feed(value)
+        if time.monotonic() >= deadline:
+            raise _OutOfTime  # ends the run: hypothesis stops at the first "failure"
+        fed += 1
+        feed(value)
 
     if seed is not None:
         one = hypothesis.seed(seed)(one)
-    one()
+    with contextlib.suppress(_OutOfTime):
+        one()
     return fed
+
+
+class _OutOfTime(Exception):
+    """The run's time budget is spent."""
 
 
 def served_types(target: ZmqTarget, candidates: tuple[type[Any], ...]) -> tuple[type[Any], ...]:
@@ -287,3 +303,23 @@ def _reply_to(target: ZmqTarget, rid: int) -> Any:
         if env.id == rid:
             return env.body
     return None
+
+
+def stored_log(store_endpoint: str) -> bytes:
+    """The CommitLog's first bytes, as the store serves them to its followers."""
+    client = RawClient(store_endpoint)
+    try:
+        body, payload = client.call(StoreReadLogRequest(0, 16 * 1024 * 1024))
+    finally:
+        client.close()
+    assert isinstance(body, StoreReadLogReply), body
+    return bytes(payload[0]) if payload else b""
+
+
+def kept_offsets(broker_addr: str, topic: str = KEPT_TOPIC) -> list[Any]:
+    """The answers to max-offset requests for the kept topic's queues."""
+    client = RawClient(broker_addr)
+    try:
+        return [client.call(GetMaxOffsetRequest(topic, q))[0] for q in range(8)]
+    finally:
+        client.close()

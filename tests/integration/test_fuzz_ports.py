@@ -17,16 +17,22 @@ from typing import Any
 
 import pytest
 from fuzz_frames import KEPT_TOPIC, SAFE_TYPES, any_frames, otlp_bodies, page_paths, well_formed
-from fuzz_targets import FeedTarget, HttpTarget, Tally, ZmqTarget, drive, served_types
+from fuzz_targets import (
+    FeedTarget,
+    HttpTarget,
+    Tally,
+    ZmqTarget,
+    drive,
+    kept_offsets,
+    served_types,
+    stored_log,
+)
 from hypothesis import strategies as st
-from itest_support import SMALL_STORE, RawClient
+from itest_support import SMALL_STORE
 
 from ferry.client import ConsumeFromWhere, Message, Producer, PullConsumer
 from ferry.protocol.messages import (
-    GetMaxOffsetRequest,
     PingRequest,
-    StoreReadLogReply,
-    StoreReadLogRequest,
 )
 from ferry.runtime.launcher import LocalCluster, start_local_cluster
 
@@ -55,27 +61,9 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClus
             for i in range(KEPT):
                 producer.send(Message(KEPT_TOPIC, f"kept-{i}".encode()))
         pids = {sp.name: sp.pid for sp in local.processes}
-        yield local, Before(pids, _log(local), _offsets(local))
+        yield local, Before(pids, stored_log(local.store_endpoint), kept_offsets(local.broker_addr))
     finally:
         local.stop()
-
-
-def _log(local: LocalCluster) -> bytes:
-    client = RawClient(local.store_endpoint)
-    try:
-        body, payload = client.call(StoreReadLogRequest(0, 16 * 1024 * 1024))
-    finally:
-        client.close()
-    assert isinstance(body, StoreReadLogReply), body
-    return bytes(payload[0]) if payload else b""
-
-
-def _offsets(local: LocalCluster) -> list[Any]:
-    client = RawClient(local.broker_addr)
-    try:
-        return [client.call(GetMaxOffsetRequest(KEPT_TOPIC, q))[0] for q in range(8)]
-    finally:
-        client.close()
 
 
 def _endpoint(local: LocalCluster, name: str) -> str:
@@ -155,9 +143,9 @@ def test_console_survives_fuzzing(fuzzed: tuple[LocalCluster, Before]) -> None:
 def test_stored_data_is_unchanged_after_fuzzing(fuzzed: tuple[LocalCluster, Before]) -> None:
     """Runs last (file order): what was stored before any fuzzing reads back the same."""
     local, before = fuzzed
-    after_log = _log(local)
+    after_log = stored_log(local.store_endpoint)
     assert after_log[: len(before.log)] == before.log
-    assert _offsets(local) == before.offsets
+    assert kept_offsets(local.broker_addr) == before.offsets
     with PullConsumer(
         "cg-kept", local.namesrv_addr, consume_from=ConsumeFromWhere.FIRST_OFFSET
     ) as consumer:
