@@ -237,9 +237,10 @@ PAGES = [
     "/api/trace/message/{}", "/static/{}",
 ]  # fmt: skip
 PARAMS = ["begin", "end", "group", "id", "key", "mode", "msg_id", "show", "topic"]
+RAW_SEGMENTS = ("..", "%", "%ff", "%00")  # sent as they are: broken escapes, a parent dir
 _segment = st.one_of(
     st.text(max_size=40),
-    st.sampled_from(["..", "%", "%ff", "%00", "0" * 32, "AC1100" + "0" * 26, "x" * 2000]),
+    st.sampled_from([*RAW_SEGMENTS, "0" * 32, "AC1100" + "0" * 26, "x" * 2000]),
 )
 
 
@@ -247,7 +248,7 @@ _segment = st.one_of(
 def page_paths(draw: st.DrawFn) -> str:
     page = draw(st.sampled_from(PAGES))
     seg = draw(_segment)
-    quoted = seg if seg.startswith("%") or seg == ".." else urllib.parse.quote(seg, safe="")
+    quoted = seg if seg in RAW_SEGMENTS else urllib.parse.quote(seg, safe="")
     path = page.replace("{}", quoted)
     query = draw(st.dictionaries(st.sampled_from(PARAMS), _segment, max_size=3))
     if query:
