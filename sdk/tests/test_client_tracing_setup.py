@@ -41,7 +41,7 @@ def test_a_provider_installed_after_a_client_started_is_used() -> None:
         trace.set_tracer_provider(TracerProvider())
         deadline = time.monotonic() + 10
         while not inst.tracing.enabled and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.05)  # wait-ok: polling interval of a deadline-bounded wait
         print("after", inst.tracing.enabled)
         inst.close()
         """

@@ -32,7 +32,7 @@ def uv() -> list[str]:
     python3 = shutil.which("python3")
     if python3 and subprocess.run([python3, "-m", "uv", "--version"], check=False).returncode == 0:
         return [python3, "-m", "uv"]
-    pytest.skip("uv is not installed (make deps installs it)")
+    pytest.fail("uv is not installed: make install puts it in place, so this test must run")
 
 
 @pytest.fixture(scope="module")
