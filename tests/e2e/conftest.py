@@ -35,6 +35,7 @@ SERVICES = (
     "broker-store",
     "broker-index",
     "broker-scheduler",
+    "broker-checkback",
     "broker-remoting",
     "console",
     "broker-ha",

@@ -54,12 +54,14 @@ class Cluster:
         return self.local.broker_addr
 
     def restart_broker(self) -> None:
-        """Stops the broker group (store, index, scheduler, remoting) cleanly and starts it
+        """Stops the broker group (store, index, scheduler, check-back, HA, remoting) cleanly
+        and starts it
         again on the same port and dir."""
         port = self.broker_addr.rsplit(":", 1)[1]
         # the HA port too: derived from the broker port (+1) it may be taken by now
         ha_port = self.local.ha_addr.rsplit(":", 1)[1]
-        for name in ("broker-remoting", "ha-replicator", "scheduler", "index", "broker-store"):
+        names = ("broker-remoting", "ha-replicator", "checkback", "scheduler", "index")
+        for name in (*names, "broker-store"):
             sp = self.local.get(name)
             sp.stop()
             self.local.processes.remove(sp)

@@ -39,7 +39,15 @@ from ferry.runtime.launcher import LocalCluster, start_local_cluster
 pytestmark = pytest.mark.integration
 
 # every service with a request port; a new one must be added here (test_every_port_is_fuzzed)
-SERVICES = ["namesrv", "broker-remoting", "broker-store", "index", "scheduler", "ha-replicator"]
+SERVICES = [
+    "namesrv",
+    "broker-remoting",
+    "broker-store",
+    "index",
+    "scheduler",
+    "checkback",
+    "ha-replicator",
+]
 BUDGET_S = 5.0  # per port: the whole module stays near a minute on 2 busy cores
 MAX_EXAMPLES = 3000
 KEPT = 20

@@ -163,7 +163,7 @@ def test_scrape_shows_in_out_counters_and_lag_moving_with_the_messages(
     dlq = total(samples, "rocketmq_send_to_dlq_messages_total", consumer_group="cg-metered")
     assert dlq == 1
 
-    # transactions: a commit is counted; the scheduler's half-message backlog is in the scrape
+    # transactions: a commit is counted; the check-back's half-message backlog is in the scrape
     class Commits:
         def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
             return LocalTransactionState.COMMIT
@@ -177,4 +177,6 @@ def test_scrape_shows_in_out_counters_and_lag_moving_with_the_messages(
     assert total(samples, "rocketmq_commit_messages_total") == 1
     assert total(samples, "rocketmq_rollback_messages_total") == 0
     half = [x for x in samples if x[0] == "rocketmq_half_messages"]
-    assert [x[1]["process"] for x in half] == ["scheduler"]
+    assert [x[1]["process"] for x in half] == ["checkback"]
+    checks = [x for x in samples if x[0] == "rocketmq_transaction_checks_total"]
+    assert [x[1]["process"] for x in checks] == ["checkback"]

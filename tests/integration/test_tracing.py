@@ -36,11 +36,12 @@ pytestmark = pytest.mark.integration
 
 # OTLP's span kinds (SpanKind enum values in the proto)
 OTLP_INTERNAL, OTLP_SERVER, OTLP_CLIENT, OTLP_PRODUCER, OTLP_CONSUMER = 1, 2, 3, 4, 5
-REMOTING, STORE, INDEX, SCHEDULER = (
+REMOTING, STORE, INDEX, SCHEDULER, CHECKBACK = (
     "ferry-broker-remoting",
     "ferry-broker-store",
     "ferry-index",
     "ferry-scheduler",
+    "ferry-checkback",
 )
 
 
@@ -378,7 +379,7 @@ def test_a_transaction_check_is_in_the_half_message_trace(
         {
             (REMOTING, "send TracedTx"),
             (REMOTING, "end_transaction"),
-            (SCHEDULER, "check_transaction_state"),
+            (CHECKBACK, "check_transaction_state"),
             (REMOTING, "check_transaction_state"),
         },
     )
@@ -391,8 +392,8 @@ def test_a_transaction_check_is_in_the_half_message_trace(
         return parents if hex_span(check) in parents else None
 
     wait_for(end_parents, 15, "remoting's span of the check's answer")
-    scheduler_check = one(found, SCHEDULER, "check_transaction_state")
+    checkback_check = one(found, CHECKBACK, "check_transaction_state")
     relay = one(found, REMOTING, "check_transaction_state")
-    assert relay.parent_span_id == scheduler_check.span_id
-    assert scheduler_check.kind == OTLP_CLIENT  # the scheduler asks, remoting serves
+    assert relay.parent_span_id == checkback_check.span_id
+    assert checkback_check.kind == OTLP_CLIENT  # the check-back asks, remoting serves
     assert relay.kind == OTLP_SERVER

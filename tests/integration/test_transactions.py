@@ -33,13 +33,13 @@ from ferry.protocol.messages import (
     EndTransactionRequest,
     ErrorReply,
     OkReply,
-    SchedulerStatusReply,
-    SchedulerStatusRequest,
     SendMessageRequest,
     StoreGetReply,
     StoreGetRequest,
     StorePutReply,
     StorePutRequest,
+    TransactionCheckStatusReply,
+    TransactionCheckStatusRequest,
     ViewMessageReply,
     ViewMessageRequest,
 )
@@ -246,7 +246,7 @@ def test_ends_of_what_is_not_a_half_message_are_refused(cluster: Cluster) -> Non
     assert [r.body for r in real_records(cluster, "TxBadInput")] == [b"plain"]
 
 
-# ---- checkback: the scheduler asks a producer of the group -------------------------------
+# ---- checkback: the check-back service asks a producer of the group -------------------------
 
 
 def test_unknown_then_check_commits(cluster: Cluster) -> None:
@@ -325,7 +325,7 @@ def test_a_half_message_never_answered_goes_to_the_check_max_topic(cluster: Clus
 # ---- telemetry -----------------------------------------------------------------------------
 
 
-def test_a_checked_transaction_is_one_trace_across_sdk_remoting_and_scheduler(
+def test_a_checked_transaction_is_one_trace_across_sdk_remoting_and_checkback(
     cluster: Cluster, sink: OtlpSink, spans: InMemorySpanExporter
 ) -> None:
     traced = cluster
@@ -346,31 +346,31 @@ def test_a_checked_transaction_is_one_trace_across_sdk_remoting_and_scheduler(
         seen = {(s.service, s.name) for s in sink.snapshot() if s.trace_id == trace_id}
         wanted = {
             ("ferry-broker-remoting", "end_transaction"),
-            ("ferry-scheduler", "check_transaction_state"),
+            ("ferry-checkback", "check_transaction_state"),
             ("ferry-broker-remoting", "check_transaction_state"),
         }
         return seen if wanted <= seen else None
 
-    wait_for(broker_spans, 15, "remoting's and the scheduler's transaction spans")
+    wait_for(broker_spans, 15, "remoting's and the check-back's transaction spans")
 
 
-# ---- restarts of the scheduler -----------------------------------------------------------
+# ---- restarts of the check-back -----------------------------------------------------------
 
 
-def restart_scheduler(cluster: Cluster, *, kill: bool) -> None:
-    """Stops (or kills) the scheduler and starts it again on the same endpoint, which
+def restart_checkback(cluster: Cluster, *, kill: bool) -> None:
+    """Stops (or kills) the check-back and starts it again on the same endpoint, which
     remoting keeps polling."""
-    old = cluster.local.get("scheduler")
+    old = cluster.local.get("checkback")
     endpoint = old.endpoints["endpoint"]
     args = [
-        f"schedulerEndpoint={endpoint}" if a.startswith("schedulerEndpoint=") else a
-        for a in list(old.proc.args)[3:]  # python -m ferry.scheduler ...
+        f"checkbackEndpoint={endpoint}" if a.startswith("checkbackEndpoint=") else a
+        for a in list(old.proc.args)[3:]  # python -m ferry.scheduler.checkback ...
     ]
     if kill:
         old.kill()
     else:
         old.stop()
-    new = start_service("scheduler", args, env=cluster.env)
+    new = start_service("checkback", args, env=cluster.env)
     cluster.local.processes[cluster.local.processes.index(old)] = new
 
 
@@ -416,16 +416,16 @@ def test_an_end_repeated_after_a_remoting_restart_changes_nothing(cluster: Clust
 
 
 def tx_status(cluster: Cluster) -> dict[str, str]:
-    client = RawClient(cluster.local.get("scheduler").endpoints["endpoint"])
+    client = RawClient(cluster.local.get("checkback").endpoints["endpoint"])
     try:
-        body, _ = client.call(SchedulerStatusRequest())
+        body, _ = client.call(TransactionCheckStatusRequest())
     finally:
         client.close()
-    assert isinstance(body, SchedulerStatusReply)
-    return {k: v for k, v in body.extra.items() if k.startswith("transaction")}
+    assert isinstance(body, TransactionCheckStatusReply)
+    return dict(body.figures)
 
 
-def test_scheduler_restarts_neither_lose_nor_repeat_a_decision(cluster: Cluster) -> None:
+def test_checkback_restarts_neither_lose_nor_repeat_a_decision(cluster: Cluster) -> None:
     create_topic(cluster, "TxRestart")
     undecided = Listener(UNKNOWN, COMMIT)
     decided = Listener(COMMIT, COMMIT)
@@ -435,10 +435,10 @@ def test_scheduler_restarts_neither_lose_nor_repeat_a_decision(cluster: Cluster)
     ):
         sent = [now.send_in_transaction(Message("TxRestart", b"before"))]
         sent.append(later.send_in_transaction(Message("TxRestart", b"checked")))
-        restart_scheduler(cluster, kill=True)  # a kill -9 between half and decision
+        restart_checkback(cluster, kill=True)  # a kill -9 between half and decision
         sent.append(now.send_in_transaction(Message("TxRestart", b"after")))
         wait_for(lambda: len(ends(cluster, *sent)) == 3, 30, "three commits")
-        restart_scheduler(cluster, kill=False)
+        restart_checkback(cluster, kill=False)
         wait_for(
             lambda: (
                 tx_status(cluster)["transactionHalfPending"] == "0"
@@ -479,7 +479,7 @@ def test_a_whole_broker_restart_between_half_and_check_keeps_the_transaction(
         "pg-tx-br", cluster.namesrv, listener, heartbeat_interval_ms=500
     ) as producer:
         result = producer.send_in_transaction(Message("TxBrokerRestart", b"survives"))
-        cluster.restart_broker()  # store, index, scheduler and remoting, cleanly
+        cluster.restart_broker()  # the whole broker group, cleanly
         listener.restarted.set()
         wait_for(lambda: ends(cluster, result) == ["COMMIT"], 60, "the check after the restart")
     stored = real_records(cluster, "TxBrokerRestart")

@@ -13,9 +13,9 @@ from ferry.protocol.names import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
-from ferry.scheduler.transaction import progress
-from ferry.scheduler.transaction.half_table import CheckPolicy, HalfMessage, HalfTable, Mark
-from ferry.scheduler.transaction.log_scan import Ended, Marked, event_of, find_copies
+from ferry.scheduler.checkback import progress
+from ferry.scheduler.checkback.half_table import CheckPolicy, HalfMessage, HalfTable, Mark
+from ferry.scheduler.checkback.log_scan import Ended, Marked, event_of, find_copies
 
 POLICY = CheckPolicy(timeout_ms=6000, check_max=2)
 

@@ -18,7 +18,14 @@ from ferry.cli.output import EXIT_USAGE, fail
 from ferry.cli.server import require_server
 from ferry.protocol.errors import FerryError
 
-BROKER_GROUP = ("broker-store", "index", "scheduler", "ha-replicator", "broker-remoting")
+BROKER_GROUP = (
+    "broker-store",
+    "index",
+    "scheduler",
+    "checkback",
+    "ha-replicator",
+    "broker-remoting",
+)
 
 
 def serve(
@@ -27,7 +34,7 @@ def serve(
         typer.Argument(
             metavar="SERVICE",
             help="namesrv | broker | broker-store | broker-remoting | "
-            "ha-replicator | index | scheduler",
+            "ha-replicator | index | scheduler | checkback",
         ),
     ],
     conf: Annotated[Path | None, typer.Option("-c", "--conf", help="broker.conf")] = None,

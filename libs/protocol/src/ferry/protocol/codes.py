@@ -76,10 +76,11 @@ class RequestCode(IntEnum):
     HA_WAIT_ACK = 10052
     HA_STATUS = 10053
     SLAVE_SYNC = 10054
-    # Ferry-only: remoting asks the scheduler which half messages to check, and whether one
-    # has ended
+    # Ferry-only: remoting asks the check-back service which half messages to check, and
+    # whether one has ended; its figures
     TRANSACTION_CHECKS = 10040
     TRANSACTION_STATE = 10041
+    TRANSACTION_CHECK_STATUS = 10042
     # Ferry-only: the scheduler's own requests.
     SCHEDULER_STATUS = 10030
     # a master's scheduler progress, read by remoting for its slaves; a slave's adopts it

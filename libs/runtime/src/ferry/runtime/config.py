@@ -117,6 +117,10 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
     # the scheduler's endpoint (delay levels, timers, retries; its status); empty: delayed and
     # timer sends are refused and runtime info has no scheduler keys
     scheduler_endpoint: str = ""
+    # the transaction check-back service's endpoint (half messages without an end are checked
+    # with their producers through remoting); empty: transactions are stored and ended, but
+    # never checked back
+    checkback_endpoint: str = ""
     # where remoting reaches its group's ha-replicator (SYNC_MASTER acks); empty: the HA
     # address it advertises (brokerIP1:haListenPort), which containers cannot always reach
     ha_endpoint: str = ""
@@ -125,7 +129,7 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
     master_endpoint: str = ""
     # timer messages (RocketMQ 5): the latest delivery time a message may ask for
     timer_max_delay_sec: int = 259_200
-    # transaction checkback (the scheduler): half messages without an end are checked once
+    # transaction check-back (its own service): half messages without an end are checked once
     # older than transactionTimeOut ms, every transactionCheckInterval ms, at most
     # transactionCheckMax times, then moved to TRANS_CHECK_MAX_TIME_TOPIC
     transaction_time_out: int = 6000

@@ -29,6 +29,7 @@ MODULES = {
     "ha-replicator": "ferry.ha",
     "console": "ferry.console",
     "scheduler": "ferry.scheduler",
+    "checkback": "ferry.scheduler.checkback",
 }
 
 LineSink = Callable[[str, str], None]
@@ -256,8 +257,9 @@ def start_broker_services(
     sink: LineSink | None = None,
     store_endpoint: str = "tcp://127.0.0.1:0",
 ) -> None:
-    """Starts broker-store, the index (following the store's feed), the scheduler and
-    broker-remoting wired to them, appending them to `cluster`."""
+    """Starts broker-store, the index (following the store's feed), the scheduler, the
+    transaction check-back, the ha-replicator and broker-remoting wired to them, appending
+    them to `cluster`."""
     base = {"storePathRootDir": store_root, **(overrides or {})}
 
     def start(name: str, settings: Mapping[str, str]) -> ServiceProcess:
@@ -274,6 +276,7 @@ def start_broker_services(
     on_feed = {**on_store, "storeFeedEndpoint": store.endpoints["feed"]}
     index = start("index", {**on_feed, "indexEndpoint": "tcp://127.0.0.1:0"})
     scheduler = start("scheduler", {**on_store, "schedulerEndpoint": "tcp://127.0.0.1:0"})
+    checkback = start("checkback", {**on_store, "checkbackEndpoint": "tcp://127.0.0.1:0"})
     ha = start("ha-replicator", {**on_feed, "listenPort": str(broker_port)})
     cluster.ha_addr = ha.endpoints["addr"]
     remoting = start(
@@ -282,6 +285,7 @@ def start_broker_services(
             **on_store,
             "indexEndpoint": index.endpoints["endpoint"],
             "schedulerEndpoint": scheduler.endpoints["endpoint"],
+            "checkbackEndpoint": checkback.endpoints["endpoint"],
             "namesrvAddr": namesrv_addr,
             "listenPort": str(broker_port),
             "haListenPort": cluster.ha_addr.rpartition(":")[2],
@@ -423,8 +427,8 @@ def add_slave_group(
     sink: LineSink | None = None,
 ) -> LocalCluster:
     """Starts a slave group of the master group in `cluster` (same brokerName, its own store,
-    index, scheduler, ha-replicator and remoting, on free ports), as a LocalCluster of its
-    own: stop or kill it apart from the master's."""
+    index, scheduler, check-back, ha-replicator and remoting, on free ports), as a LocalCluster
+    of its own: stop or kill it apart from the master's."""
     slave = LocalCluster(namesrv_addr=cluster.namesrv_addr)
     try:
         start_broker_services(

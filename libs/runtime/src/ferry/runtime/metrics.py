@@ -44,6 +44,8 @@ UNFLUSHED_BYTES = "rocketmq_storage_unflushed_bytes"  # Ferry's
 REPLICATION_LAG_BYTES = "rocketmq_ha_replication_lag_bytes"  # Ferry's
 DELAYED_MESSAGES = "rocketmq_delayed_messages"  # Ferry's: held by the scheduler
 SCHEDULED_DELIVERED = "rocketmq_scheduled_delivered_messages_total"  # Ferry's
+TRANSACTION_CHECKS = "rocketmq_transaction_checks_total"  # Ferry's: by the check-back
+TRANSACTION_DISCARDED = "rocketmq_transaction_check_max_messages_total"  # Ferry's
 
 # OTLP carries a unit beside the name; the Prometheus names keep theirs out, as RocketMQ's do
 UNITS = {

@@ -47,6 +47,7 @@ _PINS: dict[str, tuple[tuple[str, str, bool], ...]] = {
     ),
     "index": (("endpoint", "--set indexEndpoint", False),),
     "scheduler": (("endpoint", "--set schedulerEndpoint", False),),
+    "checkback": (("endpoint", "--set checkbackEndpoint", False),),
     "ha-replicator": (("endpoint", "--set haListenPort", True),),
     "broker-remoting": (
         ("addr", "--set listenPort", True),

@@ -200,8 +200,13 @@ class RemotingApp:
             addr=self.addr,
             version=self.version,
         )
+        # transactions: checks come from the check-back service, which also knows earlier ends
+        tx_peer = (
+            service.connect_peer(config.checkback_endpoint) if config.checkback_endpoint else None
+        )
         scheduler_link = SchedulerLink(
-            service.connect_peer(config.scheduler_endpoint) if config.scheduler_endpoint else None
+            service.connect_peer(config.scheduler_endpoint) if config.scheduler_endpoint else None,
+            tx_peer,
         )
         service.on(SchedulerStatusRequest, scheduler_link.status)
         self.scheduler_link = scheduler_link
@@ -251,10 +256,6 @@ class RemotingApp:
         service.on(DeleteExpiredCommitLogRequest, queries.delete_expired)
         index = service.connect_peer(config.index_endpoint) if config.index_endpoint else None
         service.on(QueryMessageRequest, MessageQueryProcessor(store, index).query_message)
-        # transactions: checks come from the scheduler, which also knows earlier ends
-        tx_peer = (
-            service.connect_peer(config.scheduler_endpoint) if config.scheduler_endpoint else None
-        )
         timeout_ms = config.transaction_time_out
         end_transaction = EndTransactionProcessor(
             store, self.addr, self.stats, tx_peer, transaction_timeout_ms=timeout_ms

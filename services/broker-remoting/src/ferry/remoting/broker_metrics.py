@@ -212,6 +212,8 @@ class BrokerMetrics:
                 peers.append(("index", config.index_endpoint))
             if config.scheduler_endpoint:
                 peers.append(("scheduler", config.scheduler_endpoint))
+            if config.checkback_endpoint:
+                peers.append(("checkback", config.checkback_endpoint))
             if ha_endpoint:
                 peers.append(("ha-replicator", ha_endpoint))
             labels = {

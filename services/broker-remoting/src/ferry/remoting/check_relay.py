@@ -1,10 +1,10 @@
-"""Transaction checks: the scheduler's checker finds half messages still without an end after
+"""Transaction checks: the check-back service finds half messages still without an end after
 the transaction timeout; remoting passes each question to one live producer of the half
 message's group (RocketMQ's CHECK_TRANSACTION_STATE), over the connection that producer
 heartbeats on, as member_notices does for consumers.
 
-Remoting keeps one TransactionChecksRequest to the scheduler in flight (a long poll, held
-there until checks are due), so checks need no connection from the scheduler to remoting and
+Remoting keeps one TransactionChecksRequest to the check-back service in flight (a long poll, held
+there until checks are due), so checks need no connection from the check-back to remoting and
 flow at once. Producers of a group are asked in turn, so a producer that stopped answering (gone
 without unregistering) does not hold every check until it expires: the next check goes to
 another. The producer answers with END_TRANSACTION (from_transaction_check), served by
@@ -32,26 +32,26 @@ from ferry.runtime.service import Peer, Service
 log = logging.getLogger("ferry.remoting.check_relay")
 
 TRACER = "ferry.remoting"
-# short enough that a poll lost with a killed scheduler is replaced soon (a clean stop answers
+# short enough that a poll lost with a killed check-back is replaced soon (a clean stop answers
 # it at once); an idle poll costs one small request per period
 POLL_SUSPEND_MS = 2000
 POLL_GRACE_S = 3.0
 POLL_MAX_CHECKS = 64
-RETRY_S = 1.0  # after a failed poll (the scheduler restarting)
+RETRY_S = 1.0  # after a failed poll (the check-back restarting)
 
 
 class TransactionCheckRelay:
     def __init__(
         self,
         service: Service,
-        scheduler: Peer,
+        checkback: Peer,
         clients: ClientTable,
         notifier: MemberNotifier,
         *,
         suspend_ms: int = POLL_SUSPEND_MS,
     ) -> None:
         self._service = service
-        self._scheduler = scheduler
+        self._checkback = checkback
         self._clients = clients
         self._notifier = notifier
         self._suspend_ms = suspend_ms
@@ -66,7 +66,7 @@ class TransactionCheckRelay:
             self._poll()
 
     def _poll(self) -> None:
-        self._scheduler.request(
+        self._checkback.request(
             TransactionChecksRequest(max_checks=POLL_MAX_CHECKS, suspend_ms=self._suspend_ms),
             self._on_checks,
             timeout_s=self._suspend_ms / 1000 + POLL_GRACE_S,

@@ -10,7 +10,7 @@ queue (the message id, keys, tags and trace context kept; sysflag TX_COMMIT; PRE
 pointing at the half message), then the op record (the mark and the copy are sent at once; the
 producer is answered once both are stored, before the op record); ROLLBACK stores only the op
 record; UNKNOWN changes nothing. Op records (RMQ_SYS_TRANS_OP_HALF_TOPIC, tag `d`, body: the
-half message's CommitLog offset) are what the scheduler's checker reads, through that queue
+half message's CommitLog offset) are what the check-back service reads, through that queue
 alone, to know a half message is done. A mark without an end after it (this process stopped
 between the copy and the op record) has the checker look for the copy in the log just after
 the mark.
@@ -19,7 +19,7 @@ A second end of the same half message is answered OK and changes nothing: the de
 last DECIDED_MEMORY half messages are remembered (a commit is remembered from the moment it
 starts, so two racing ends store one copy). For a half message stored before this process
 started (an earlier remoting may have ended it) or older than transactionTimeOut (the checker
-may have moved it to TRANS_CHECK_MAX_TIME_TOPIC), the scheduler's checker is asked first
+may have moved it to TRANS_CHECK_MAX_TIME_TOPIC), the check-back service is asked first
 (TransactionStateRequest): it knows every end it has read in the transaction queues. If it
 cannot answer, the end goes ahead (a possible duplicate rather than a lost commit).
 """
@@ -169,7 +169,7 @@ class DecidedHalves:
 
 
 class EndTransactionProcessor:
-    """scheduler: asked whether a half message has ended already when an earlier remoting may
+    """checkback: asked whether a half message has ended already when an earlier remoting may
     have ended it (stored before this process started, give or take the clocks) or the checker
     may have (older than transactionTimeOut: checked, perhaps moved to the check-max topic);
     None trusts memory alone. Ends that come quickly pay no extra hop."""
@@ -179,14 +179,14 @@ class EndTransactionProcessor:
         store: Peer,
         store_host: str,
         stats: BrokerStats,
-        scheduler: Peer | None = None,
+        checkback: Peer | None = None,
         *,
         transaction_timeout_ms: int = 6000,
     ) -> None:
         self._store = store
         self._store_host = store_host
         self._stats = stats
-        self._scheduler = scheduler
+        self._checkback = checkback
         self._timeout_ms = transaction_timeout_ms
         self._started_ms = now_ms()
         self.decided = DecidedHalves()
@@ -285,18 +285,18 @@ class EndTransactionProcessor:
                 f"the half message at {req.commit_log_offset} belongs to group {group!r}, "
                 f"not {req.producer_group!r}"
             )
-        scheduler = self._scheduler
+        checkback = self._checkback
         stored = half.store_timestamp
-        if scheduler is not None and (
+        if checkback is not None and (
             stored <= self._started_ms + CLOCK_SLACK_MS or now_ms() - stored >= self._timeout_ms
         ):
-            self._ask_scheduler(scheduler, req, resolution, half, finish)
+            self._ask_checkback(checkback, req, resolution, half, finish)
         else:
             self._decide(req, resolution, half, finish)
 
-    def _ask_scheduler(
+    def _ask_checkback(
         self,
-        scheduler: Peer,
+        checkback: Peer,
         req: EndTransactionRequest,
         resolution: TransactionResolution,
         half: record.Record,
@@ -313,15 +313,15 @@ class EndTransactionProcessor:
                 finish(OkReply())
                 return
             if not isinstance(body, TransactionStateReply):
-                # no scheduler to ask (it restarts): better a possible duplicate than a lost
+                # no check-back to ask (it restarts): better a possible duplicate than a lost
                 # commit; the memory still covers ends seen by this process
-                log.warning("scheduler not asked about half %d: %s", half.phys_offset, body)
+                log.warning("check-back not asked about half %d: %s", half.phys_offset, body)
             try:
                 self._decide(req, resolution, half, finish)
             except FerryError as err:
                 finish(error_reply(err))
 
-        scheduler.request(
+        checkback.request(
             TransactionStateRequest(commit_log_offset=half.phys_offset),
             on_state,
             timeout_s=SCHEDULER_TIMEOUT_S,

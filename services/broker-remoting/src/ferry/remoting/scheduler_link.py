@@ -1,12 +1,15 @@
-"""The broker's scheduler seen from remoting: its status request passed through, its
-figures added to the broker runtime info under RocketMQ-style keys, and its progress carried
-from a master's scheduler to its slaves' (slave_sync.py)."""
+"""The broker's scheduler seen from remoting: its status request passed through (with the
+transaction check-back's figures added), its figures added to the broker runtime info under
+RocketMQ-style keys, and its progress carried from a master's scheduler to its slaves'
+(slave_sync.py)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 from typing import Any
+
+import msgspec
 
 from ferry.protocol.errors import ServiceNotAvailableError
 from ferry.protocol.messages import (
@@ -19,6 +22,8 @@ from ferry.protocol.messages import (
     SchedulerProgressRequest,
     SchedulerStatusReply,
     SchedulerStatusRequest,
+    TransactionCheckStatusReply,
+    TransactionCheckStatusRequest,
 )
 from ferry.runtime.service import Call, Peer
 
@@ -47,22 +52,30 @@ def runtime_keys(status: SchedulerStatusReply) -> dict[str, str]:
 
 
 class SchedulerLink:
-    def __init__(self, peer: Peer | None) -> None:
+    def __init__(self, peer: Peer | None, checkback: Peer | None = None) -> None:
         self._peer = peer
+        self._checkback = checkback
 
     def status(self, req: SchedulerStatusRequest, call: Call) -> None:
         if self._peer is None:
             raise ServiceNotAvailableError("this broker runs no scheduler (schedulerEndpoint)")
 
         def on_reply(body: AnyReply, _frames: list[Any]) -> None:
-            call.reply(body)
+            if not isinstance(body, SchedulerStatusReply):
+                call.reply(body)
+                return
+            extra = dict(body.extra)
+            self._add_checkback(
+                extra, lambda: call.reply(msgspec.structs.replace(body, extra=extra))
+            )
 
         self._peer.request(req, on_reply, timeout_s=STATUS_TIMEOUT_S)
 
     def add_runtime_info(self, info: dict[str, str], done: Callable[[], None]) -> None:
-        """Adds the scheduler's keys to info (or why there are none), then calls done."""
+        """Adds the scheduler's and the check-back's keys to info (or why there are none),
+        then calls done."""
         if self._peer is None:
-            done()
+            self._add_checkback(info, done)
             return
 
         def on_reply(body: AnyReply, _frames: list[Any]) -> None:
@@ -70,9 +83,27 @@ class SchedulerLink:
                 info.update(runtime_keys(body))
             elif isinstance(body, ErrorReply):
                 info["schedulerStatus"] = f"unavailable: {body.message}"
-            done()
+            self._add_checkback(info, done)
 
         self._peer.request(SchedulerStatusRequest(), on_reply, timeout_s=STATUS_TIMEOUT_S)
+
+    def _add_checkback(self, info: dict[str, str], done: Callable[[], None]) -> None:
+        """The check-back's figures (transactionHalfPending, …) into info, then done; while it
+        restarts: transactionCheckStatus says why they are missing."""
+        if self._checkback is None:
+            done()
+            return
+
+        def on_reply(body: AnyReply, _frames: list[Any]) -> None:
+            if isinstance(body, TransactionCheckStatusReply):
+                info.update(body.figures)
+            elif isinstance(body, ErrorReply):
+                info["transactionCheckStatus"] = f"unavailable: {body.message}"
+            done()
+
+        self._checkback.request(
+            TransactionCheckStatusRequest(), on_reply, timeout_s=STATUS_TIMEOUT_S
+        )
 
     def progress(self, done: Callable[[SchedulerProgress | None], None]) -> None:
         """Calls done with the scheduler's last saved progress, or None (no scheduler, nothing

@@ -1,1 +1,2 @@
-"""Ferry scheduler service: delay levels, timers, retry and DLQ, transaction checkback"""
+"""Ferry scheduler service: delay levels, timers, retry and DLQ; and, a process of its own,
+transaction check-back (checkback/)."""

@@ -1,5 +1,6 @@
 """Composition root of the scheduler: progress, the delivery path, the delay levels, the
 timers, the status request, and (COMPONENTS below) whatever else runs in this process.
+Transaction check-back runs in a process of its own (checkback/), not here.
 
 Start-up: lock the directory, load the progress snapshot, bind, print READY, scan the log from
 the snapshot's `scan_from` (recovery.py), then start every component. Progress is saved every
@@ -27,8 +28,6 @@ from ferry.protocol.messages import (
     SchedulerStatusRequest,
     StoreStatusReply,
     StoreStatusRequest,
-    TransactionChecksRequest,
-    TransactionStateRequest,
 )
 from ferry.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC, TRANSACTION_TOPICS
 from ferry.runtime import metrics
@@ -44,7 +43,6 @@ from ferry.scheduler.progress import Progress, load_progress, save_progress
 from ferry.scheduler.recovery import SCAN_GRACE_MS, StartupScan
 from ferry.scheduler.scheduler_metrics import SchedulerMetrics
 from ferry.scheduler.timers import Timers
-from ferry.scheduler.transaction import CheckerSettings, TransactionChecker
 
 log = logging.getLogger("ferry.scheduler")
 
@@ -86,13 +84,7 @@ class SchedulerApp:
         # ---- COMPONENTS: everything that runs in this process, started after the start-up
         # scan and stopped before the last save. Add a part here (start/stop/status, see
         # component.py); it may use self.service, self.store and self.config.
-        self.transactions = TransactionChecker(
-            self.service, self.store, CheckerSettings.from_config(config), self.root
-        )
-        # remoting may poll before start(): a poll is held until checks are due
-        self.service.on(TransactionChecksRequest, self.transactions.handle_checks)
-        self.service.on(TransactionStateRequest, self.transactions.handle_state)
-        self.components: list[Component] = [self.delays, self.timers, self.transactions]
+        self.components: list[Component] = [self.delays, self.timers]
         # ---- end of COMPONENTS
         if metrics.enabled():
             SchedulerMetrics(self)

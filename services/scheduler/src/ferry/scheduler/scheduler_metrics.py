@@ -1,6 +1,5 @@
 """The scheduler's metrics (made only when metrics are on), read at collection from the state
-its loop keeps: half messages waiting for their transaction's end, timers pending, messages
-delivered."""
+its loop keeps: timers and delayed messages pending, messages delivered."""
 
 from __future__ import annotations
 
@@ -26,13 +25,6 @@ class SchedulerMetrics:
                 points.append((float(waiting), {"kind": "delay", "level": str(level.level)}))
             return points
 
-        metrics.observe(
-            registry,
-            metrics.HALF_MESSAGES,
-            "gauge",
-            "half messages whose transaction has not ended (the check backlog)",
-            lambda: [(float(len(app.transactions.table)), {})],
-        )
         metrics.observe(
             registry,
             metrics.DELAYED_MESSAGES,

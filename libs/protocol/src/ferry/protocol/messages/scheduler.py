@@ -1,4 +1,4 @@
-"""The scheduler service's requests: delay levels, timers and transaction checks."""
+"""The scheduler's requests (delay levels, timers) and the transaction check-back's."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ class SchedulerAdoptProgressRequest(Request, frozen=True, tag="scheduler_adopt_p
     progress: SchedulerProgress
 
 
-# ---- transactions (remoting and the scheduler) ----------------------------------------------
+# ---- transactions (remoting and the check-back service) -------------------------------------
 
 
 class TransactionCheck(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -85,7 +85,7 @@ class TransactionCheck(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class TransactionChecksRequest(Request, frozen=True, tag="transaction_checks"):
-    """Remoting asks the scheduler for half messages due for a check (held up to suspend_ms
+    """Remoting asks the check-back service for half messages due for a check (held up to suspend_ms
     when none is due); it passes each to a live producer of the group as a
     CheckTransactionStateNotice."""
 
@@ -101,9 +101,9 @@ class TransactionChecksReply(Reply, frozen=True, tag="transaction_checks_reply")
 
 
 class TransactionStateRequest(Request, frozen=True, tag="transaction_state"):
-    """Remoting asks the scheduler whether a half message has ended already (for half messages
-    stored before remoting's start: an end repeated across a remoting restart changes
-    nothing)."""
+    """Remoting asks the check-back service whether a half message has ended already (for half
+    messages stored before remoting's start: an end repeated across a remoting restart
+    changes nothing)."""
 
     code = RequestCode.TRANSACTION_STATE
     commit_log_offset: int
@@ -114,6 +114,17 @@ class TransactionStateReply(Reply, frozen=True, tag="transaction_state_reply"):
     pending: bool = False  # read in the log and waiting for its end
 
 
+class TransactionCheckStatusRequest(Request, frozen=True, tag="transaction_check_status"):
+    code = RequestCode.TRANSACTION_CHECK_STATUS
+
+
+class TransactionCheckStatusReply(Reply, frozen=True, tag="transaction_check_status_reply"):
+    """The check-back's figures under their runtime-info names (transactionHalfPending, …)."""
+
+    role: str = "ASYNC_MASTER"  # SLAVE: it checks nothing (the master's does)
+    figures: dict[str, str] = {}
+
+
 # this role's requests and replies: AnyRequest and AnyReply (the package) join them
 SchedulerRequest: TypeAlias = (
     SchedulerStatusRequest
@@ -121,8 +132,13 @@ SchedulerRequest: TypeAlias = (
     | SchedulerAdoptProgressRequest
     | TransactionChecksRequest
     | TransactionStateRequest
+    | TransactionCheckStatusRequest
 )
 
 SchedulerReply: TypeAlias = (
-    SchedulerStatusReply | SchedulerProgressReply | TransactionChecksReply | TransactionStateReply
+    SchedulerStatusReply
+    | SchedulerProgressReply
+    | TransactionChecksReply
+    | TransactionStateReply
+    | TransactionCheckStatusReply
 )

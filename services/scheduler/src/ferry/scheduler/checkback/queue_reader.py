@@ -15,7 +15,7 @@ from ferry.protocol.messages import StoreGetReply
 from ferry.runtime.service import Peer, Service
 from ferry.scheduler.queue_poll import RETRY_S, SUSPEND_MS, QueuePoll
 
-log = logging.getLogger("ferry.scheduler.transaction")
+log = logging.getLogger("ferry.scheduler.checkback")
 
 HOLD_S = 0.05  # a held reader looks again this soon
 # after records, the next get waits this long: records are taken in batches, not one get per

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("ferry.scheduler.transaction")
+log = logging.getLogger("ferry.scheduler.checkback")
 
 FILE_NAME = "transactionCheck.json"
 VERSION = 2  # 1 was a CommitLog offset: such a file is read as no file (the queues from 0)

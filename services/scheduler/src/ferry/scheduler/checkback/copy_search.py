@@ -18,9 +18,9 @@ from ferry.protocol import record
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.messages import AnyReply, ErrorReply, StoreReadLogReply, StoreReadLogRequest
 from ferry.runtime.service import Peer
-from ferry.scheduler.transaction.log_scan import find_copies
+from ferry.scheduler.checkback.log_scan import find_copies
 
-log = logging.getLogger("ferry.scheduler.transaction")
+log = logging.getLogger("ferry.scheduler.checkback")
 
 CHUNK_BYTES = 4 * 1024 * 1024
 STORE_TIMEOUT_S = 10.0

@@ -49,15 +49,15 @@ from ferry.protocol.names import (
 from ferry.runtime import telemetry
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.service import Call, HandlerResult, Peer, Service
-from ferry.scheduler.transaction import progress
-from ferry.scheduler.transaction.copy_search import CopySearch
-from ferry.scheduler.transaction.half_table import CheckPolicy, HalfMessage, HalfTable, Mark
-from ferry.scheduler.transaction.log_scan import COPY_WINDOW_MS, Ended, Marked, event_of
-from ferry.scheduler.transaction.queue_reader import QueueReader
+from ferry.scheduler.checkback import progress
+from ferry.scheduler.checkback.copy_search import CopySearch
+from ferry.scheduler.checkback.half_table import CheckPolicy, HalfMessage, HalfTable, Mark
+from ferry.scheduler.checkback.log_scan import COPY_WINDOW_MS, Ended, Marked, event_of
+from ferry.scheduler.checkback.queue_reader import QueueReader
 
-log = logging.getLogger("ferry.scheduler.transaction")
+log = logging.getLogger("ferry.scheduler.checkback")
 
-TRACER = "ferry.scheduler"
+TRACER = "ferry.checkback"
 SAVE_INTERVAL_S = 1.0
 STORE_TIMEOUT_S = 10.0
 MAX_QUEUED_CHECKS = 10_000
@@ -401,7 +401,7 @@ class TransactionChecker:
             "messaging.rocketmq.client_group": half.group,
             "messaging.rocketmq.transaction.check_times": half.checks - 1,
         }
-        # the scheduler asks (through remoting): a CLIENT span, like the SDK's own
+        # the check-back asks (through remoting): a CLIENT span, like the SDK's own
         span = telemetry.open_span(
             TRACER,
             "check_transaction_state",
@@ -418,7 +418,8 @@ class TransactionChecker:
     # ---- status and progress ----
 
     def status(self) -> dict[str, str]:
-        """For the scheduler's status (SchedulerStatusReply.extra) and `ferry admin`."""
+        """TransactionCheckStatusReply's figures (remoting adds them to schedulerStatus and
+        brokerStatus)."""
         oldest = self.table.oldest_store_ms()
         half, op, check_max = (r.offset for r in self.readers)
         numbers = {

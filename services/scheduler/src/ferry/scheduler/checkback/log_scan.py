@@ -25,7 +25,7 @@ from ferry.protocol.names import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
-from ferry.scheduler.transaction.half_table import HalfMessage, Mark
+from ferry.scheduler.checkback.half_table import HalfMessage, Mark
 
 # remoting stores a commit's copy right after its mark was stored, and gives up on a put after
 # 10 s (STORE_TIMEOUT_S there): a copy stored later than this after its mark is not looked for
