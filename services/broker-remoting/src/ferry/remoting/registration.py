@@ -10,6 +10,11 @@ While a name server is down, registrations would pile up unsent in its socket (Z
 them until the connection comes back, and blocks the sender once the queue is full). So during
 an outage the broker keeps a single small ping outstanding instead, with a growing timeout;
 when the name server answers it, the broker registers at once.
+
+A name server killed and restarted within a registration period is back empty, and nothing
+fails on the broker's side: a socket monitor on each name server connection sees the new
+connection's handshake and the broker registers with it at once, instead of leaving new
+clients without routes until the next period (registerNameServerPeriod, 30 s by default).
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.errors import ConfigError
@@ -87,6 +95,9 @@ class NamesrvRegistrar:
             _Link(addr, service.connect_peer(f"tcp://{addr}", REGISTER_TIMEOUT_S)) for addr in addrs
         ]
         self._soon = False
+        self._started = False
+        for link in self._links:
+            self._watch_connects(link)
 
     @property
     def addrs(self) -> list[str]:
@@ -96,6 +107,7 @@ class NamesrvRegistrar:
         if not self._links:
             log.warning("namesrvAddr is empty: this broker registers with no name server")
             return
+        self._started = True
         self.register_all()
         self._service.every(period_s, self.register_all)
 
@@ -119,6 +131,24 @@ class NamesrvRegistrar:
             if request is None:
                 request = self._registration()
             link.peer.request(request, self._on_register_reply(link))
+
+    def _watch_connects(self, link: _Link) -> None:
+        """Registers with link's name server whenever a connection to it completes: a
+        restarted name server knows no broker until told."""
+        # the Peer's own DEALER: the monitor sees its reconnections
+        monitor = link.peer._socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+
+        def on_event(sock: zmq.Socket[Any]) -> None:
+            connected = False
+            while sock.poll(0):
+                event = recv_monitor_message(sock, zmq.NOBLOCK)
+                connected |= event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED
+            if connected and self._started:
+                log.info("connected to name server %s; registering", link.addr)
+                self._mark_up(link)
+                link.peer.request(self._registration(), self._on_register_reply(link))
+
+        self._service.add_reader(monitor, on_event)  # closed with the context on stop
 
     def unregister_all(self) -> None:
         """Best effort on stop: one oneway message to each name server that is up."""
