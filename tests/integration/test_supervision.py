@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from consume_support import create_topic
-from ha_support import broker_ids
-from itest_support import FERRY, DevUp, LineReader, alive, children_of, wait_for
+from ha_support import broker_ids, status
+from itest_support import FERRY, DevUp, LineReader, RawClient, alive, children_of, wait_for
 from supervision_support import FAST_POLICY, MODULES, ServedBroker, child_running
 
 from ferry.client import (
@@ -28,6 +28,15 @@ from ferry.client import (
     Producer,
     PullConsumer,
     SendStatus,
+)
+from ferry.protocol import record
+from ferry.protocol.codes import PullStatus, ResponseCode
+from ferry.protocol.messages import (
+    ClusterInfoReply,
+    ErrorReply,
+    GetClusterInfoRequest,
+    PullMessageReply,
+    PullMessageRequest,
 )
 from ferry.runtime.launcher import LocalCluster, ServiceProcess, service_args, start_service
 from ferry.runtime.supervisor import RestartPolicy, Supervisor
@@ -252,23 +261,56 @@ def test_restart_waits_double_to_the_cap_and_reset_once_the_service_has_served()
     assert not cluster.processes[0].alive()
 
 
+def broker_addrs(namesrv: str) -> dict[int, str]:
+    info = status(namesrv, GetClusterInfoRequest())
+    assert isinstance(info, ClusterInfoReply), info
+    return dict(info.brokers["broker-a"].broker_addrs)
+
+
+def slave_bodies(slave_addr: str, topic: str, queues: int) -> list[bytes] | None:
+    """Every message of `topic` as the slave's remoting serves it (a pull straight to it);
+    None before the topic reached the slave."""
+    out: list[bytes] = []
+    client = RawClient(slave_addr)
+    try:
+        for qid in range(queues):
+            body, frames = client.call(PullMessageRequest("cg-slave-read", topic, qid, 0, 256))
+            if isinstance(body, ErrorReply) and body.code == ResponseCode.TOPIC_NOT_EXIST:
+                return None
+            assert isinstance(body, PullMessageReply), body
+            if body.status == PullStatus.FOUND:
+                out.extend(r.body for r in record.iter_records(bytes(frames[0])))
+    finally:
+        client.close()
+    return sorted(out)
+
+
 def test_dev_up_slave_survives_a_kill_of_the_masters_remoting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The issue's report, run again: `ferry dev up --slave`, kill -9 the master's
     broker-remoting. The slave group, the name server and the console keep running, and the
-    master's remoting comes back on its address."""
+    master's remoting comes back on its address. Then every process of the master group is
+    killed at once: the slave still serves every message it had."""
     monkeypatch.setenv("FERRY_RESTART_POLICY", FAST_POLICY)
-    dev = DevUp(tmp_path / "data", "--slave", timeout=240)  # two broker groups
+    # two broker groups; the topic reaches the slave within 0.3 s
+    dev = DevUp(tmp_path / "data", "--slave", "--set", "slaveSynchronizeInterval=300", timeout=240)
     try:
         namesrv = dev.fields["namesrv"]
         wait_for(lambda: broker_ids(namesrv) == {0, 1}, 60, "master and slave routed")
         create_topic(namesrv, "AfterKill", 2)
+        with Producer("pg-dev-before", namesrv) as producer:
+            sent = [f"m-{i}".encode() for i in range(20)]
+            for body in sent:
+                assert producer.send(Message("AfterKill", body)).status == SendStatus.SEND_OK
+        slave_addr = broker_addrs(namesrv)[1]
+        wait_for(lambda: slave_bodies(slave_addr, "AfterKill", 2) == sorted(sent), 30, "the copy")
         root = dev.proc.pid
         remoting = child_running(root, "ferry.remoting", without="brokerRole=SLAVE")
         assert remoting is not None
         kept = {pid for pid in children_of(root) if pid != remoting}
-        assert len(kept) == 11, kept  # namesrv, console, 4 of the master's, 5 of the slave's
+        # namesrv, console, the master's 5 others, the slave's 6
+        assert len(kept) == 2 + (len(MODULES) - 1) + len(MODULES), kept
         os.kill(remoting, signal.SIGKILL)
         said = dev.reader.wait_for_prefix(f"[supervisor] broker-remoting (pid {remoting}) ")
         assert "exited with SIGKILL; restarting in 0.1 s" in said
@@ -281,6 +323,13 @@ def test_dev_up_slave_survives_a_kill_of_the_masters_remoting(
             wait_for(lambda: send_ok(producer, "AfterKill", b"x"), 30, "a send to the master")
         with urllib.request.urlopen(dev.fields["console"], timeout=10) as page:
             assert page.status == 200
+        # the whole master group at once (a lost machine's processes): the slave reads on
+        masters = [child_running(root, m, without="brokerRole=SLAVE") for m in MODULES.values()]
+        for pid in masters:
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+        got = slave_bodies(slave_addr, "AfterKill", 2)
+        assert got is not None and set(sent) <= set(got), got
         dev.proc.send_signal(signal.SIGTERM)
         assert dev.proc.wait(120) == 0
         assert [pid for pid in kept if alive(pid)] == []
