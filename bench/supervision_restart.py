@@ -41,6 +41,7 @@ MODULES = {
     "broker-store": "ferry.store",
     "index": "ferry.index",
     "scheduler": "ferry.scheduler",
+    "checkback": "ferry.scheduler.checkback",
     "ha-replicator": "ferry.ha",
     "broker-remoting": "ferry.remoting",
 }

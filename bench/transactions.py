@@ -3,15 +3,15 @@ send_in_transaction end to end.
 
     uv run python bench/transactions.py [--runs 3] [--messages 100000] [--transactions 500]
 
-Both on a local cluster (launcher, the whole broker group: store, index, scheduler, HA,
-remoting).
+Both on a local cluster (launcher, the whole broker group: store, index, scheduler,
+check-back, HA, remoting).
 
 Ordinary traffic: --messages non-transactional 1 KiB messages produced with send_batch of 128
-from 4 threads (as bench/client_throughput.py), while the scheduler and the store are watched:
+from 4 threads (as bench/client_throughput.py), while the check-back and the store are watched:
 their CPU time (utime + stime from /proc/<pid>/stat) from just before the first batch until the
-scheduler is idle again, per 100,000 messages, and the produce rate; and the scheduler's CPU at
+check-back is idle again, per 100,000 messages, and the produce rate; and the check-back's CPU at
 rest (10 s without traffic: its timers and idle long polls), which that figure includes for the
-seconds the run lasts. The scheduler does nothing else for ordinary messages, so the rest is
+seconds the run lasts. The check-back does nothing else for ordinary messages, so the rest is
 what the checker costs them.
 
 End to end: a TransactionProducer sends --transactions messages one after another with a
@@ -60,27 +60,27 @@ def settle(pid: int, quiet_s: float = 1.5, deadline_s: float = 120.0) -> None:
 
 
 def at_rest(cluster: LocalCluster, seconds: float = 10.0) -> float:
-    """The scheduler's CPU with no traffic at all, in ms per second (its timers and polls)."""
-    scheduler = cluster.get("scheduler").pid
-    settle(scheduler)
-    before = cpu_s(scheduler)
+    """The check-back's CPU with no traffic at all, in ms per second (its timers and polls)."""
+    checkback = cluster.get("checkback").pid
+    settle(checkback)
+    before = cpu_s(checkback)
     time.sleep(seconds)  # the measured interval itself
-    return (cpu_s(scheduler) - before) * 1000 / seconds
+    return (cpu_s(checkback) - before) * 1000 / seconds
 
 
 def ordinary_cost(
     cluster: LocalCluster, topic: str, messages: int, rest_ms: float
 ) -> tuple[float, float, float, float]:
-    """(scheduler CPU ms, the same less its CPU at rest over the run, store CPU ms) per 100k
+    """(check-back CPU ms, the same less its CPU at rest over the run, store CPU ms) per 100k
     ordinary messages, and the produce rate."""
-    scheduler = cluster.get("scheduler").pid
+    checkback = cluster.get("checkback").pid
     store = cluster.get("broker-store").pid
-    settle(scheduler)
-    sched0, store0, started = cpu_s(scheduler), cpu_s(store), time.monotonic()
+    settle(checkback)
+    sched0, store0, started = cpu_s(checkback), cpu_s(store), time.monotonic()
     rate, stored = produce_batches(cluster.namesrv_addr, topic, messages, 128, 4)
-    settle(scheduler)
+    settle(checkback)
     per = 100_000 / stored
-    used = (cpu_s(scheduler) - sched0) * 1000
+    used = (cpu_s(checkback) - sched0) * 1000
     net = used - rest_ms * (time.monotonic() - started)
     return used * per, net * per, (cpu_s(store) - store0) * 1000 * per, rate
 
@@ -145,8 +145,8 @@ def main() -> None:
     report(
         "transactions",
         [
-            Figure("scheduler CPU at rest (no traffic)", "ms/s", rest),
-            Figure("scheduler CPU per 100k ordinary 1 KiB messages", "ms", sched),
+            Figure("check-back CPU at rest (no traffic)", "ms/s", rest),
+            Figure("check-back CPU per 100k ordinary 1 KiB messages", "ms", sched),
             Figure("  less its CPU at rest over the run", "ms", net),
             Figure("broker-store CPU per 100k ordinary 1 KiB messages", "ms", store),
             Figure("produce, send_batch 128 x 1 KiB, 4 threads", "msg/s", produce),
