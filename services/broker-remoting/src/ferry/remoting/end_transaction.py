@@ -72,7 +72,7 @@ OP_TAG = "d"  # RocketMQ's tag of op records ("delete" the half message)
 PROPERTY_TRAN_END = TRAN_END_PROPERTY  # on op records: COMMIT, ROLLBACK (COMMITTING: a mark)
 DECIDED_MEMORY = 65_536
 STORE_TIMEOUT_S = 10.0
-SCHEDULER_TIMEOUT_S = 3.0
+CHECKBACK_TIMEOUT_S = 3.0
 CLOCK_SLACK_MS = 5000  # store and remoting clocks may differ a little
 
 
@@ -324,7 +324,7 @@ class EndTransactionProcessor:
         checkback.request(
             TransactionStateRequest(commit_log_offset=half.phys_offset),
             on_state,
-            timeout_s=SCHEDULER_TIMEOUT_S,
+            timeout_s=CHECKBACK_TIMEOUT_S,
         )
 
     def _decide(
