@@ -493,7 +493,10 @@ class AsyncSender:
             settle(outcome, None, err)
             self._batch_finished(topic, len(items))
 
-        deadline = time.monotonic() + self._timeout_s
+        # the send timeout counts from the batch's first send_async call, not from when the
+        # batch leaves: behind a full window of requests to a broker that does not answer,
+        # a message would otherwise wait one timeout for a slot and then its own
+        deadline = batch.started + self._timeout_s
         self.attempt(out, deadline, 0, None, ok, fail, may_block=may_block)
 
     def _batch_finished(self, topic: str, count: int) -> None:
