@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.errors import ConfigError
@@ -38,6 +37,7 @@ from ferry.protocol.messages import (
     RegisterBrokerRequest,
     UnregisterBrokerRequest,
 )
+from ferry.remoting.peer_watch import watch_peer
 from ferry.runtime.service import Peer, Service
 
 log = logging.getLogger("ferry.remoting.registration")
@@ -135,20 +135,14 @@ class NamesrvRegistrar:
     def _watch_connects(self, link: _Link) -> None:
         """Registers with link's name server whenever a connection to it completes: a
         restarted name server knows no broker until told."""
-        # the Peer's own DEALER: the monitor sees its reconnections
-        monitor = link.peer._socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
 
-        def on_event(sock: zmq.Socket[Any]) -> None:
-            connected = False
-            while sock.poll(0):
-                event = recv_monitor_message(sock, zmq.NOBLOCK)
-                connected |= event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED
-            if connected and self._started:
+        def on_connected() -> None:
+            if self._started:
                 log.info("connected to name server %s; registering", link.addr)
                 self._mark_up(link)
                 link.peer.request(self._registration(), self._on_register_reply(link))
 
-        self._service.add_reader(monitor, on_event)  # closed with the context on stop
+        watch_peer(self._service, link.peer, zmq.EVENT_HANDSHAKE_SUCCEEDED, on_connected)
 
     def unregister_all(self) -> None:
         """Best effort on stop: one oneway message to each name server that is up."""
