@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 import urllib.request
+from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,11 +313,20 @@ class FaultLoad:
         for _ in range(self._in_flight._initial_value):  # type: ignore[attr-defined]
             assert self._in_flight.acquire(timeout=self.send_timeout_s * 3 + 10), "async stuck"
 
-    def missing(self) -> set[bytes]:
-        """Acknowledged bodies the consumer group has not received (yet)."""
+    def missing(self, also: Iterable[bytes] = ()) -> set[bytes]:
+        """Acknowledged bodies (and `also`'s) the consumer group has not received (yet)."""
         got = set(self.received.bodies())
         with self._lock:
-            return self.figures.acked - got
+            return (self.figures.acked | set(also)) - got
+
+    def wait_consumed(self, also: Iterable[bytes] = (), timeout: float = 90) -> set[bytes]:
+        """Waits until the group has received every body acknowledged so far (and also's);
+        returns those it still has not at the deadline."""
+        want = set(also)
+        deadline = time.monotonic() + timeout
+        while (lost := self.missing(want)) and time.monotonic() < deadline:
+            time.sleep(0.1)  # wait-ok: polling interval of a deadline-bounded wait
+        return lost
 
     def close(self) -> None:
         self._stop.set()
@@ -450,3 +460,33 @@ def read_now(reader: LineReader) -> list[str]:
         new.append(line)
     reader.lines.extend(new)
     return new
+
+
+@dataclass
+class Hang:
+    kind: str
+    failed: collections.Counter[str]  # sends that failed while it was stopped, by type
+    acked_during: int
+    to_serving_s: float  # SIGCONT to the first answer of its probe
+    replaced: bool  # the supervisor put another process in its place
+    supervisor_said: list[str]  # the supervisor's lines about it meanwhile
+
+
+def stop_under_load(dev: DevUp, load: FaultLoad, probes: Probes, kind: str, seconds: float) -> Hang:
+    """SIGSTOP of the dev up's `kind` for `seconds`, then SIGCONT; waits for it to serve."""
+    pid = dev_kinds(dev)[kind]
+    failed_before = collections.Counter(load.figures.failed)
+    acked_before = load.acked()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)  # wait-ok: the stop is the fault itself
+        acked_during = load.acked() - acked_before
+        failed = collections.Counter(load.figures.failed)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    resumed = time.monotonic()
+    wait_for(lambda: probes.serving(kind), 60, f"{kind} serving after SIGCONT")
+    to_serving = time.monotonic() - resumed
+    said = [ln for ln in read_now(dev.reader) if ln.startswith(f"[supervisor] {kind}")]
+    failed.subtract(failed_before)
+    return Hang(kind, +failed, acked_during, to_serving, dev_kinds(dev).get(kind) != pid, said)

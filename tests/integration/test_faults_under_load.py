@@ -8,9 +8,6 @@ bench/faults_under_load.py runs the same with several rounds per kind and prints
 
 from __future__ import annotations
 
-import os
-import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +20,7 @@ from supervision_support import (
     Recovery,
     dev_kinds,
     kill_under_load,
-    read_now,
+    stop_under_load,
 )
 
 from ferry.client import Admin
@@ -73,18 +70,10 @@ def load(dev: DevUp) -> Iterator[FaultLoad]:
         load.close()
 
 
-def consumed_all(load: FaultLoad, also: set[bytes], timeout: float = 90) -> None:
-    """Stops sending and waits until the group has received every acknowledged body."""
+def consumed_all(load: FaultLoad, also: set[bytes]) -> None:
+    """Stops sending; every acknowledged body (and also's) must reach the group."""
     load.stop_sending()
-    want = load.figures.acked | also
-
-    def done() -> bool:
-        return not want - set(load.received.bodies())
-
-    deadline = time.monotonic() + timeout
-    while not done() and time.monotonic() < deadline:
-        time.sleep(0.1)  # wait-ok: polling interval of a deadline-bounded wait
-    lost = want - set(load.received.bodies())
+    lost = load.wait_consumed(also)
     assert not lost, f"{len(lost)} acknowledged messages not consumed, e.g. {sorted(lost)[:5]}"
     assert load.figures.untyped == [], load.figures.untyped
 
@@ -125,30 +114,23 @@ def test_store_then_remoting_stopped_for_10s_under_load(dev: DevUp, load: FaultL
     """SIGSTOP, 10 s, SIGCONT: sends fail with typed errors within their timeout meanwhile
     (no hang), the supervisor leaves the stopped process alone (it is not dead), and
     afterwards every acknowledged message is consumed and the queues are consistent."""
-    for kind in ("broker-store", "broker-remoting"):
-        pid = dev_kinds(dev)[kind]
-        failed_before = sum(load.figures.failed.values())
-        acked_before = load.acked()
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            time.sleep(HANG_S)  # wait-ok: the issue's 10 s stop is the fault itself
-            acked_during = load.acked() - acked_before
-            failed_during = sum(load.figures.failed.values()) - failed_before
-        finally:
-            os.kill(pid, signal.SIGCONT)
-        resumed = time.monotonic()
-        load.wait_acked_more(50, f"after {kind} resumed")
-        print(
-            f"{kind} stopped {HANG_S:.0f} s: {failed_during} sends failed meanwhile, "
-            f"{acked_during} acknowledged, sends succeed again "
-            f"{time.monotonic() - resumed:.1f} s after SIGCONT"
-        )
-        assert failed_during > 0, "nothing failed while the service was stopped"
-        assert dev_kinds(dev)[kind] == pid, f"{kind} was replaced while stopped"
-        said = [ln for ln in read_now(dev.reader) if ln.startswith(f"[supervisor] {kind}")]
-        assert said == [], said
-    probes_none: set[bytes] = set()
-    consumed_all(load, probes_none)
+    probes = Probes(dev, TOPIC, key=sorted(load.figures.acked)[0].decode())
+    try:
+        for kind in ("broker-store", "broker-remoting"):
+            hang = stop_under_load(dev, load, probes, kind, HANG_S)
+            print(
+                f"{kind} stopped {HANG_S:.0f} s: failed meanwhile {dict(hang.failed)}, "
+                f"{hang.acked_during} acknowledged, serving {hang.to_serving_s:.2f} s after "
+                "SIGCONT"
+            )
+            assert hang.failed, "nothing failed while the service was stopped"
+            assert not hang.replaced, f"{kind} was replaced while stopped"
+            assert hang.supervisor_said == [], hang.supervisor_said
+            assert hang.to_serving_s < SERVING_WITHIN_S
+            load.wait_acked_more(50, f"after {kind} resumed")
+        consumed_all(load, set(probes.acked))
+    finally:
+        probes.close()
     figures = load.figures
     print(
         f"acked {len(figures.acked)} of {figures.sends} sends, failed {dict(figures.failed)}, "
