@@ -98,6 +98,7 @@ class StoreAdminHandlers:
             raise InvalidParameterError(f"bad value: {exc}") from None
         self._config = config
         self._store.retention.policy = policy
+        self._store.retention.check_disk()  # a new warning level applies to the next put
         log.info(
             "config changed live: %s", ", ".join(f"{k}={v}" for k, v in req.properties.items())
         )

@@ -11,6 +11,7 @@ Layout (big-endian, RocketMQ's StoreCheckpoint order, plus Ferry's offsets and a
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import zlib
@@ -20,6 +21,8 @@ from typing import NamedTuple
 LAYOUT = struct.Struct(">qqqqq")
 CRC = struct.Struct(">I")
 FILE_SIZE = 4096
+
+log = logging.getLogger("ferry.store.checkpoint")
 
 
 class CheckpointData(NamedTuple):
@@ -33,6 +36,10 @@ class Checkpoint:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # its block taken now: a flush on a full disk still records what it made durable
+            os.posix_fallocate(self._fd, 0, FILE_SIZE)
+        except OSError as exc:
+            log.warning("could not reserve %s: %s (written when space allows)", path, exc)
 
     def read(self) -> CheckpointData | None:
         raw = os.pread(self._fd, LAYOUT.size + CRC.size, 0)

@@ -114,7 +114,9 @@ class CommitLog:
             seg.path.unlink()
             if exc.errno == errno.ENOSPC:
                 raise DiskFullError(
-                    f"no space for CommitLog segment {seg.path.name}: writes refused"
+                    f"disk full: no space left on the file system of {self.directory} for "
+                    f"CommitLog segment {seg.path.name} ({seg.size} bytes): the store "
+                    "refuses writes until space is freed; reads go on"
                 ) from None
             raise ServiceNotAvailableError(
                 f"cannot allocate CommitLog segment {seg.path.name}: {exc.strerror}"

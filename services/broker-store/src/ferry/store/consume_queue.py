@@ -4,12 +4,18 @@ Logical offset n is entry n, at byte n * 20 of the queue; the queue's files hold
 mappedFileSizeConsumeQueue bytes each and are named by the byte offset of their first entry
 (consumequeue/<topic>/<queueId>/<20 digits>). The max offset of every queue is kept in memory;
 the min offset is 0 until retention deletes old files.
+
+Entries are written through the mapping, so their blocks are allocated (posix_fallocate)
+RESERVE_AHEAD bytes at a time before anything is written: on a full disk that is an OSError
+the put turns into a refusal, where a write into an unallocated page of the mapping would
+kill the process with SIGBUS. Files stay sparse past what was reserved.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +29,8 @@ from ferry.store.mapped_file import (
 )
 
 log = logging.getLogger("ferry.store.consumequeue")
+
+RESERVE_AHEAD = 64 * 1024  # bytes of a queue file allocated at a time (3276 entries)
 
 
 class ConsumeQueue:
@@ -44,6 +52,7 @@ class ConsumeQueue:
         self.min_offset = 0
         self.max_offset = 0
         self.last_store_ms = 0
+        self._reserved = 0  # queue byte position below which blocks are allocated
         self._dirty = dirty  # shared with the table: files to fdatasync on the next flush
 
     # ---- files ----
@@ -67,6 +76,12 @@ class ConsumeQueue:
         # Files before the last are full (a file is only started when the previous one is).
         # In the last one, entries are written in order, so the queue ends at its first empty
         # entry (size 0): a hole left by a crash ends the queue there.
+        while len(self.files) > 1 and self._empty(self.files[-1]):
+            # a file reserve() created for a put that was then refused (or a crash right
+            # after a roll): no entry in it, and the queue's end lies in the one before
+            stray = self.files.pop()
+            stray.close()
+            stray.path.unlink(missing_ok=True)
         last = self.files[-1]
         used = last.data_length()
         good = 0
@@ -80,13 +95,20 @@ class ConsumeQueue:
         if self.files:
             self.files[-1].advise_random()  # the file appends go to
 
+    @staticmethod
+    def _empty(f: MappedFile) -> bool:
+        size: int = CQ_ENTRY.unpack_from(f.view, 0)[1]
+        return size <= 0
+
     @property
     def name(self) -> str:
         return f"{self.topic}/{self.queue_id}"
 
     def _file_for_write(self, byte_pos: int) -> MappedFile:
         if self.files and byte_pos < self.files[-1].end:
-            return self.files[-1]
+            # the last file, or the one before when reserve() created the next file early
+            found = self._file_at(byte_pos)
+            return found if found is not None else self.files[-1]
         start = byte_pos - byte_pos % self.file_size
         if not self.directory.exists():
             make_dirs(self.directory, self._dirty)
@@ -104,9 +126,23 @@ class ConsumeQueue:
 
     # ---- entries ----
 
+    def reserve(self, count: int) -> None:
+        """Makes sure the next `count` entries have files and allocated blocks (OSError, with
+        ENOSPC when the disk is full, and nothing written); append() then cannot fault."""
+        pos = max(self._reserved, self.max_offset * CQ_ENTRY_SIZE)
+        stop = (self.max_offset + count) * CQ_ENTRY_SIZE
+        while pos < stop:
+            f = self._file_for_write(pos)
+            at = pos - f.start
+            upto = min(f.size, max(stop - f.start, at + RESERVE_AHEAD))
+            os.posix_fallocate(f.fd, at, upto - at)
+            pos = self._reserved = f.start + upto
+
     def append(self, entries: bytes | bytearray | memoryview, store_ms: int) -> None:
-        """Appends whole entries at max_offset."""
+        """Appends whole entries at max_offset (allocating their blocks first)."""
         src = memoryview(entries)
+        if (self.max_offset * CQ_ENTRY_SIZE) + len(src) > self._reserved:
+            self.reserve(len(src) // CQ_ENTRY_SIZE)
         done = 0
         while done < len(src):
             pos = self.max_offset * CQ_ENTRY_SIZE
@@ -194,6 +230,7 @@ class ConsumeQueue:
                 self._dirty.discard(f)
         self.files = keep
         self.max_offset = min(self.max_offset, count)
+        self._reserved = min(self._reserved, pos)  # the zeroed tail is a hole again
 
     def close(self) -> None:
         for f in self.files:

@@ -118,6 +118,11 @@ def append_raw(
             )
     view = memoryview(data)
     plan = _check(view, from_offset, log_.segment_size)
+    for key, run in plan.runs.items():  # the queues' blocks first: a full disk writes nothing
+        try:
+            store.queues.get_or_create(*key).reserve(run.count)
+        except OSError as exc:
+            raise store.write_failed(f"ConsumeQueue {key[0]}/{key[1]}", exc) from None
     for at, start, stop, end_after in plan.writes:
         seg = log_._segment_for_write()  # creates the segment that starts at the log end
         if at != log_.end or at >= seg.end:

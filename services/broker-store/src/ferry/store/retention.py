@@ -7,7 +7,9 @@ RocketMQ's CleanCommitLogService, reduced to what Ferry needs:
 - above diskMaxUsedSpaceRatio the oldest segments are deleted at once, expired or not, until
   the disk is below it again;
 - above diskSpaceWarningLevelRatio the store refuses writes (DiskFullError) and keeps serving
-  reads.
+  reads. The ratio is measured every second and, between those, by the put path itself once
+  a quarter of the bytes left below the warning level has been written (guard()), so a fast
+  writer is refused before the disk is full, not a second later.
 The segment being written is never deleted, nor one holding bytes not yet flushed. Once
 segments are gone, ConsumeQueue entries pointing into them are dropped (their queues' min
 offsets move forward).
@@ -30,6 +32,7 @@ log = logging.getLogger("ferry.store.retention")
 
 HOUR_MS = 3_600_000
 DELETE_BATCH = 10  # segments deleted per pass at most (RocketMQ's deleteFileBatchMax)
+RECHECK_MIN = 4096  # bytes written between two measurements by the put path, at least
 
 
 def parse_delete_when(text: str) -> frozenset[int]:
@@ -96,12 +99,17 @@ class DiskUsage:
         return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
     def used_ratio(self) -> float:
-        if self.override_percent >= 0:
-            return self.override_percent / 100
+        return self.measure()[0]
+
+    def measure(self) -> tuple[float, int]:
+        """(used ratio, bytes usable by us as df counts them: used + available)."""
         st = os.statvfs(self.path)
         used = st.f_blocks - st.f_bfree
         total = used + st.f_bavail
-        return used / total if total > 0 else 0.0
+        ratio = used / total if total > 0 else 0.0
+        if self.override_percent >= 0:
+            ratio = self.override_percent / 100
+        return ratio, total * st.f_frsize
 
 
 class RetentionReport(NamedTuple):
@@ -123,11 +131,34 @@ class Retention:
         self.disk = disk
         self.disk_full = False
         self.used_ratio = 0.0
+        self._measure_at = 0  # the CommitLog end at which guard() measures again
+
+    def guard(self, log_end: int) -> None:
+        """On the put path: measures again once enough was written since the last time, and
+        at every put while writes are refused (they resume as soon as space is freed)."""
+        if log_end >= self._measure_at or self.disk_full:
+            self.check_disk()
+
+    def refusal(self) -> str:
+        """What a refused put says: what is full, how full, and what brings writes back."""
+        return (
+            f"disk full: the file system of {self.disk.path} is {self.used_ratio:.1%} used, "
+            f"at or above diskSpaceWarningLevelRatio {self.policy.warning_ratio:.0%}: the "
+            "store refuses writes until space is freed; reads go on"
+        )
 
     def check_disk(self) -> bool:
         """Measures the disk; True when it is above diskMaxUsedSpaceRatio (clean at once)."""
-        ratio = self.used_ratio = self.disk.used_ratio()
+        try:
+            ratio, size = self.disk.measure()
+        except OSError as exc:  # the store's directory unreadable: keep the last verdict
+            log.warning("cannot measure the disk of %s: %s", self.disk.path, exc)
+            return False
+        self.used_ratio = ratio
         full = ratio >= self.policy.warning_ratio
+        # a quarter of what may still be written below the warning level, then look again
+        left = int((self.policy.warning_ratio - ratio) * size)
+        self._measure_at = self.log.end + max(left // 4, RECHECK_MIN)
         if full != self.disk_full:
             (log.error if full else log.warning)(
                 "disk %s is %.1f%% used: writes %s (diskSpaceWarningLevelRatio %.0f%%)",

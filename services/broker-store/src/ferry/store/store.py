@@ -6,6 +6,7 @@ drive it directly. Everything runs on one thread except FlushPlan.run (see flush
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from collections.abc import Callable, Collection
@@ -17,7 +18,13 @@ from typing import NamedTuple
 from ferry import native
 from ferry.protocol import record
 from ferry.protocol.codes import PullStatus
-from ferry.protocol.errors import BrokerSystemError, DiskFullError, InvalidParameterError
+from ferry.protocol.errors import (
+    BrokerSystemError,
+    DiskFullError,
+    FerryError,
+    InvalidParameterError,
+    ServiceNotAvailableError,
+)
 from ferry.protocol.messages import QueueStat, StoreStatusReply
 from ferry.protocol.names import check_topic
 from ferry.runtime.config import BrokerConfig
@@ -98,6 +105,7 @@ class MessageStore:
         self.last_store_ms = 0
         self._written = CheckpointData()
         self._closed = False
+        self._refusing = ""  # why puts are refused for want of space, while they are
 
     @classmethod
     def open(cls, config: BrokerConfig) -> MessageStore:
@@ -168,11 +176,9 @@ class MessageStore:
         """
         if count < 1:
             raise InvalidParameterError(f"count must be at least 1, not {count}")
+        self.retention.guard(self.log.end)
         if self.retention.disk_full:
-            raise DiskFullError(
-                f"the store's disk is {self.retention.used_ratio:.0%} full, above "
-                "diskSpaceWarningLevelRatio: writes are refused, reads go on"
-            )
+            raise DiskFullError(self.retention.refusal())
         check_topic(topic)
         if not 0 <= queue_id <= MAX_QUEUE_ID:
             raise InvalidParameterError(f"queue id {queue_id} is out of range")
@@ -181,11 +187,25 @@ class MessageStore:
         first = cq.max_offset
         store_ms = time.time_ns() // 1_000_000
         host = self._host if not store_host else self._host_bytes(store_host)
-        appended = self.log.append(
-            payload, batch.sizes, batch.flags, batch.tags, queue_id, first, store_ms, host
-        )
+        try:
+            # the queue's blocks first: once the records are in the log, its entries must go in
+            cq.reserve(count)
+        except OSError as exc:
+            raise self.write_failed(f"ConsumeQueue {cq.name}", exc) from None
+        try:
+            appended = self.log.append(
+                payload, batch.sizes, batch.flags, batch.tags, queue_id, first, store_ms, host
+            )
+        except OSError as exc:
+            raise self.write_failed("the CommitLog", exc) from None
+        except DiskFullError as exc:
+            self._refused(exc.message)
+            raise
         cq.append(appended.cq_entries, store_ms)
         self.last_store_ms = store_ms
+        if self._refusing:
+            self._refusing = ""
+            log.warning("the store writes again: a put succeeded after a full disk")
         return PutResult(
             first,
             appended.phys_offsets,
@@ -193,6 +213,26 @@ class MessageStore:
             appended.next_offset,
             appended.written,
         )
+
+    def write_failed(self, what: str, exc: OSError) -> FerryError:
+        """A put that could not write (nothing of it stays): DiskFullError when the disk is
+        full, ServiceNotAvailableError for other disk errors."""
+        if exc.errno != errno.ENOSPC:
+            log.error("cannot write %s: %s", what, exc)
+            return ServiceNotAvailableError(f"cannot write {what}: {exc.strerror}")
+        self.retention.check_disk()
+        message = (
+            f"disk full: no space left on the file system of {self.root} for {what} "
+            f"({self.retention.used_ratio:.1%} used): the store refuses writes until space "
+            "is freed; reads go on"
+        )
+        self._refused(message)
+        return DiskFullError(message)
+
+    def _refused(self, message: str) -> None:
+        if not self._refusing:  # once per episode: a producer may retry thousands of times
+            log.error("%s", message)
+        self._refusing = message
 
     def _host_bytes(self, host: str) -> bytes:
         packed = self._hosts.get(host)
