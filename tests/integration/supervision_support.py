@@ -344,8 +344,8 @@ class Probes:
     key: str  # a key acknowledged before the faults: the index must find it
 
     def __post_init__(self) -> None:
-        self.producer = Producer("pg-faults-probe", self.dev.fields["namesrv"], retry_times=0)
-        self.producer.send_timeout_s = 1.0
+        namesrv = self.dev.fields["namesrv"]
+        self.producer = Producer("pg-faults-probe", namesrv, send_timeout_ms=1000, retry_times=0)
         self.producer.start()
         self.acked: list[bytes] = []
         self._n = 0

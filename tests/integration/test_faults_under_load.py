@@ -108,6 +108,7 @@ def test_kill_each_kind_in_turn_under_load(dev: DevUp, load: FaultLoad) -> None:
     assert not slow, slow
     slow = [r for r in recoveries if r.to_serving_s > SERVING_WITHIN_S]
     assert not slow, slow
+    assert_queues_consistent(dev, load)
 
 
 def test_store_then_remoting_stopped_for_10s_under_load(dev: DevUp, load: FaultLoad) -> None:
