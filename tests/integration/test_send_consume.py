@@ -137,3 +137,21 @@ def _route_or_none(admin: Admin, topic: str) -> object:
         return admin.topic_route(topic)
     except Exception:  # noqa: BLE001 - not there yet
         return None
+
+
+def test_a_send_on_a_stale_route_after_the_topic_shrank_is_retried_and_succeeds(
+    cluster: Cluster,
+) -> None:
+    """The producer's cached route names 4 queues, the topic now has 2: a send to queue 2 or
+    3 is refused as retriable, the route refreshed, and the send goes to a queue that exists
+    (as with the default route of a topic created a moment before its first send)."""
+    with Admin(cluster.namesrv) as admin:
+        admin.create_topic("Shrunk", 4, 4)
+        wait_for(lambda: len(admin.queues("Shrunk")) == 4, 20, "4 routed queues")
+        with Producer("pg-shrunk", cluster.namesrv) as producer:
+            first = producer.send(Message("Shrunk", b"before"))  # caches the 4-queue route
+            assert first.status is SendStatus.SEND_OK
+            admin.create_topic("Shrunk", 2, 2)  # updateTopic: fewer queues
+            results = [producer.send(Message("Shrunk", f"after-{i}".encode())) for i in range(8)]
+    assert all(r.status is SendStatus.SEND_OK for r in results)
+    assert {r.queue.queue_id for r in results} <= {0, 1}

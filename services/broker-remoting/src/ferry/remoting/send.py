@@ -239,9 +239,12 @@ class SendProcessor:
             self._next_queue[req.topic] = queue_id + 1
             return queue_id
         if not 0 <= req.queue_id < nums:
+            # mostly a stale route (the topic shrank, or the sender took the default route of
+            # a topic created a moment ago): retriable, so the SDK refreshes it and sends again
             raise InvalidParameterError(
                 f"queue id {req.queue_id} is not within 0..{nums - 1} of topic {req.topic!r} "
-                "(or -1 to let the broker pick)"
+                "(or -1 to let the broker pick)",
+                retriable=True,
             )
         return req.queue_id
 
