@@ -1,0 +1,227 @@
+"""A broker whose disk really fills: the whole broker group on a 32 MiB tmpfs, SYNC_FLUSH and
+1 MiB CommitLog segments, filled by a file the test owns.
+
+What must hold: sends are refused with DiskFullError (first by the ratio guard above
+diskSpaceWarningLevelRatio, then, with the guard set to 99%, by the disk itself when a new
+segment finds no room), pulls and queries go on, no process dies (a write into an unallocated
+page of a mapping would be a SIGBUS), the consumer offsets file keeps its last good content
+while it cannot be rewritten, and once the test deletes its file sends succeed again and
+every acknowledged message is read back at the queue offset its send reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from itest_support import wait_for
+
+from ferry.client import Admin, ConsumeFromWhere, Message, MessageExt, Producer, PullConsumer
+from ferry.protocol.codes import ResponseCode
+from ferry.protocol.errors import DiskFullError
+from ferry.runtime.launcher import LocalCluster, start_local_cluster
+
+pytestmark = pytest.mark.integration
+
+DISK = 32 * 1024 * 1024
+SEGMENT = 1024 * 1024
+TOPIC = "DiskFull"
+BODY = b"m" * 1000
+SETTINGS = {
+    "flushDiskType": "SYNC_FLUSH",
+    "mappedFileSizeCommitLog": str(SEGMENT),
+    "mappedFileSizeConsumeQueue": str(20 * 10_000),
+    "diskSpaceWarningLevelRatio": "90",
+    "diskMaxUsedSpaceRatio": "95",  # retention deletes nothing below this
+    "flushConsumerOffsetInterval": "200",
+    # index files of 320 KiB rather than RocketMQ's 660 MB
+    "maxHashSlotNum": "1000",
+    "maxIndexNum": "10000",
+}
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[Path]:
+    where = tmp_path / "disk"
+    where.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+class Filler:
+    """The test's own file on the disk, grown to leave a given number of bytes free."""
+
+    def __init__(self, disk: Path) -> None:
+        self.disk = disk
+        self.path = disk / "filler"
+
+    def leave(self, free: int) -> None:
+        st = os.statvfs(self.disk)
+        now_free = st.f_bavail * st.f_frsize
+        have = self.path.stat().st_size if self.path.exists() else 0
+        size = have + now_free - free
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if size > have:
+                os.posix_fallocate(fd, have, size - have)
+        finally:
+            os.close(fd)
+
+    def used_ratio_at(self, ratio: float) -> None:
+        st = os.statvfs(self.disk)
+        total = (st.f_blocks - st.f_bfree + st.f_bavail) * st.f_frsize
+        self.leave(int(total * (1 - ratio)))
+
+    def remove(self) -> None:
+        self.path.unlink()
+
+
+def alive(cluster: LocalCluster) -> list[str]:
+    return sorted(sp.name for sp in cluster.processes if sp.alive)
+
+
+def offsets_file(disk: Path) -> dict[str, dict[str, int]]:
+    raw = json.loads((disk / "broker-a" / "config" / "consumerOffset.json").read_bytes())
+    table: dict[str, dict[str, int]] = raw["offsetTable"]
+    return table
+
+
+def test_a_full_disk_refuses_sends_serves_reads_and_loses_nothing_acknowledged(
+    disk: Path,
+) -> None:
+    cluster = start_local_cluster(str(disk), overrides=SETTINGS)
+    try:
+        run(cluster, disk)
+    finally:
+        cluster.stop()
+
+
+def run(cluster: LocalCluster, disk: Path) -> None:
+    names = alive(cluster)
+    acked: dict[int, bytes] = {}  # queue offset -> body
+    filler = Filler(disk)
+    with Admin(cluster.namesrv_addr) as admin:
+        admin.create_topic(TOPIC, 1, 1)
+    producer = Producer("pg-disk", cluster.namesrv_addr, retry_times=0)
+    producer.start()
+
+    def send(i: int) -> None:
+        body = b"%05d-" % i + BODY
+        result = producer.send(Message(TOPIC, body, keys=[f"k{i}"]))
+        acked[result.queue_offset] = body
+
+    def refused(i: int) -> DiskFullError | None:
+        try:
+            send(i)
+        except DiskFullError as err:
+            return err
+        return None
+
+    try:
+        for i in range(200):
+            send(i)
+
+        # 1. above diskSpaceWarningLevelRatio (90%): refused by the guard, before the disk is full
+        filler.used_ratio_at(0.92)
+        started = time.monotonic()
+        counter = iter(range(200, 100_000))
+        guard = wait_for(lambda: refused(next(counter)), timeout=5, what="the ratio guard")
+        guard_s = time.monotonic() - started
+        assert guard.code == ResponseCode.DISK_FULL and guard.retriable
+        assert "diskSpaceWarningLevelRatio 90%" in guard.message, guard.message
+        assert "%" in guard.message.split("is ", 1)[1]  # how full it is
+        reads_go_on(cluster, acked)
+
+        # 2. the guard at 99% and less than a segment left: the disk itself refuses
+        with Admin(cluster.namesrv_addr) as admin:
+            admin.update_broker_config({"diskSpaceWarningLevelRatio": "99"})
+        filler.leave(600 * 1024)
+        nospace = wait_for(lambda: refused(next(counter)), timeout=30, what="ENOSPC")
+        assert "no space left" in nospace.message and "CommitLog segment" in nospace.message, (
+            nospace.message
+        )
+        in_first_segment = max(acked) + 1
+        reads_go_on(cluster, acked)
+
+        # 3. nothing at all left: metadata writes fail and keep their last good file
+        with PullConsumer("cg-disk", cluster.namesrv_addr, ConsumeFromWhere.FIRST_OFFSET) as c:
+            c.subscribe(TOPIC)
+            got = drain(c, len(acked) // 2)
+            c.commit()
+            wait_for(lambda: offsets_file(disk), timeout=5, what="consumerOffset.json")
+            before = offsets_file(disk)
+            filler.leave(0)
+            got += drain(c, len(acked) - len(got))
+            c.commit()
+            committed = max(m.queue_offset for m in got) + 1
+            tmp = disk / "broker-a" / "config" / "consumerOffset.json.tmp"
+            wait_for(tmp.exists, timeout=5, what="a failed rewrite of consumerOffset.json")
+            assert offsets_file(disk) == before  # still the last good content, parseable
+            assert refused(next(counter)) is not None
+            assert alive(cluster) == names
+
+        # 4. space comes back: sends succeed again, the offsets file catches up
+        filler.remove()
+        freed = time.monotonic()
+        wait_for(lambda: refused(next(counter)) is None, timeout=5, what="sends to resume")
+        resume_s = time.monotonic() - freed
+        for _ in range(300):  # into a second segment: the roll that failed now succeeds
+            send(next(counter))
+
+        def offsets_saved() -> bool:
+            table = offsets_file(disk)
+            return any(committed in queues.values() for queues in table.values())
+
+        wait_for(offsets_saved, timeout=5, what="consumerOffset.json rewritten")
+        assert max(acked) + 1 > in_first_segment
+        assert alive(cluster) == names
+        reads_go_on(cluster, acked)
+        with Admin(cluster.namesrv_addr) as admin:
+            for offset in (0, in_first_segment - 1, max(acked)):  # before, at and after
+                i = int(acked[offset].split(b"-", 1)[0])
+                found = wait_for(
+                    lambda i=i: admin.query_msg_by_key(TOPIC, f"k{i}"),
+                    timeout=10,
+                    what=f"key k{i} in the index",
+                )
+                assert [m.body for m in found] == [acked[offset]]
+        print(
+            f"\ndisk full figures: {len(acked)} acked, guard refused {guard_s:.2f}s after the "
+            f"filler; sends resumed {resume_s:.3f}s after it was deleted"
+        )
+    finally:
+        producer.shutdown()
+
+
+def drain(consumer: PullConsumer, count: int) -> list[MessageExt]:
+    got: list[MessageExt] = []
+    deadline = time.monotonic() + 20
+    while len(got) < count:
+        assert time.monotonic() < deadline, f"only {len(got)} of {count} messages"
+        got.extend(consumer.poll(timeout=1.0))
+    return got
+
+
+def reads_go_on(cluster: LocalCluster, acked: dict[int, bytes]) -> None:
+    """A new group reads every acknowledged message, each at its acknowledged offset."""
+    group = f"cg-check-{len(acked)}"
+    with PullConsumer(group, cluster.namesrv_addr, ConsumeFromWhere.FIRST_OFFSET) as c:
+        c.subscribe(TOPIC)
+        got = drain(c, len(acked))
+    assert {m.queue_offset: m.body for m in got} == acked
+    assert sorted(acked) == list(range(len(acked)))
