@@ -38,21 +38,12 @@ from supervision_support import (
     FaultLoad,
     Probes,
     dev_kinds,
+    fault_order,
     kill_under_load,
     stop_under_load,
 )
 
 TOPIC = "FaultsBench"
-ORDER = (
-    "broker-store",
-    "broker-remoting",
-    "index",
-    "scheduler",
-    "checkback",
-    "ha-replicator",
-    "namesrv",
-    "console",
-)
 POLICY = "first_wait=0.1,max_wait=0.1,max_crashes=1000,window=60"
 
 
@@ -117,8 +108,7 @@ def main() -> None:
             load.start()
             load.wait_acked_more(100, "before the faults")
             probes = Probes(dev, TOPIC, key=sorted(load.figures.acked)[0].decode())
-            kinds = dev_kinds(dev)
-            order = [k for k in ORDER if k in kinds] + sorted(set(kinds) - set(ORDER))
+            order = fault_order(dev_kinds(dev))
             if ns.kinds:
                 order = [k for k in order if k in ns.kinds.split(",")]
             print(f"kinds running: {', '.join(order)}; policy {os.environ['FERRY_RESTART_POLICY']}")
@@ -152,16 +142,10 @@ def main() -> None:
                 rows.append(row)
             load.stop_sending()
             lost = load.wait_consumed(probes.acked)
-            figures = load.figures
             print_table(rows, ns.rounds, ns.hang_s)
-            print(
-                f"\nin all: {figures.sends} sends, {len(figures.acked)} acknowledged (SEND_OK), "
-                f"{len(lost)} of them never consumed, {load.received.duplicates()} duplicates "
-                f"consumed, untyped errors {len(figures.untyped)} {figures.untyped[:3]}, "
-                f"slowest sync send {figures.slowest_send_s:.2f} s, slowest send_async "
-                f"{figures.slowest_async_s:.2f} s; {time.monotonic() - started:.0f} s"
-            )
-            if lost or figures.untyped:
+            print(f"\nin all: {load.summary()}; {len(lost)} acknowledged never consumed")
+            print(f"{time.monotonic() - started:.0f} s")
+            if lost or load.figures.untyped:
                 sys.exit(1)
         finally:
             if probes is not None:

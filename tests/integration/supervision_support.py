@@ -160,6 +160,25 @@ def dev_kinds(dev: DevUp) -> dict[str, int]:
     return found
 
 
+# the kinds issue 25.6 names, in its order: the faults go through them so
+FAULT_ORDER = (
+    "broker-store",
+    "broker-remoting",
+    "index",
+    "scheduler",
+    "checkback",
+    "ha-replicator",
+    "namesrv",
+    "console",
+)
+
+
+def fault_order(kinds: Iterable[str]) -> list[str]:
+    """The running kinds in FAULT_ORDER, any other kind (one added since) after them."""
+    running = set(kinds)
+    return [k for k in FAULT_ORDER if k in running] + sorted(running - set(FAULT_ORDER))
+
+
 def listening(dev: DevUp, kind: str) -> dict[str, str]:
     """The fields (endpoint=, addr=, url=) of the last `[kind] listening` line."""
     for line in reversed(dev.reader.lines):
@@ -327,6 +346,15 @@ class FaultLoad:
         while (lost := self.missing(want)) and time.monotonic() < deadline:
             time.sleep(0.1)  # wait-ok: polling interval of a deadline-bounded wait
         return lost
+
+    def summary(self) -> str:
+        figures = self.figures
+        return (
+            f"acked {len(figures.acked)} of {figures.sends} sends, failed "
+            f"{dict(figures.failed)}, duplicates consumed {self.received.duplicates()}, "
+            f"slowest send {figures.slowest_send_s:.2f} s, slowest send_async "
+            f"{figures.slowest_async_s:.2f} s, untyped errors {figures.untyped[:3]}"
+        )
 
     def close(self) -> None:
         self._stop.set()

@@ -15,10 +15,12 @@ import pytest
 from consume_support import create_topic
 from itest_support import DevUp, wait_for
 from supervision_support import (
+    FAULT_ORDER,
     FaultLoad,
     Probes,
     Recovery,
     dev_kinds,
+    fault_order,
     kill_under_load,
     stop_under_load,
 )
@@ -30,17 +32,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 TOPIC = "FaultLoad"
 # restarts at once (the default policy waits 0.5 s and more, which only adds to the figures)
 POLICY = "first_wait=0.1,max_wait=1,max_crashes=5,window=60"
-# the kinds the issue names, in its order; any other kind the cluster runs comes after them
-ORDER = (
-    "broker-store",
-    "broker-remoting",
-    "index",
-    "scheduler",
-    "checkback",
-    "ha-replicator",
-    "namesrv",
-    "console",
-)
 # generous bounds on what is measured here in 1 to 3 s (2 shared cores, other work running)
 BACK_WITHIN_S = 20.0
 SERVING_WITHIN_S = 20.0
@@ -81,8 +72,8 @@ def consumed_all(load: FaultLoad, also: set[bytes]) -> None:
 def test_kill_each_kind_in_turn_under_load(dev: DevUp, load: FaultLoad) -> None:
     kinds = dev_kinds(dev)
     # the kinds are read from the running cluster; these must be among them
-    assert set(ORDER) <= set(kinds), sorted(kinds)
-    order = [k for k in ORDER if k in kinds] + sorted(set(kinds) - set(ORDER))
+    assert set(FAULT_ORDER) <= set(kinds), sorted(kinds)
+    order = fault_order(kinds)
     probes = Probes(dev, TOPIC, key=sorted(load.figures.acked)[0].decode())
     recoveries: list[Recovery] = []
     try:
@@ -97,12 +88,7 @@ def test_kill_each_kind_in_turn_under_load(dev: DevUp, load: FaultLoad) -> None:
         consumed_all(load, set(probes.acked))
     finally:
         probes.close()
-    figures = load.figures
-    print(
-        f"acked {len(figures.acked)} of {figures.sends} sends, failed {dict(figures.failed)}, "
-        f"duplicates consumed {load.received.duplicates()}, slowest send "
-        f"{figures.slowest_send_s:.2f} s, slowest async {figures.slowest_async_s:.2f} s"
-    )
+    print(load.summary())
     assert [r.kind for r in recoveries] == order
     slow = [r for r in recoveries if r.to_ready_s > BACK_WITHIN_S]
     assert not slow, slow
@@ -132,12 +118,8 @@ def test_store_then_remoting_stopped_for_10s_under_load(dev: DevUp, load: FaultL
         consumed_all(load, set(probes.acked))
     finally:
         probes.close()
+    print(load.summary())
     figures = load.figures
-    print(
-        f"acked {len(figures.acked)} of {figures.sends} sends, failed {dict(figures.failed)}, "
-        f"duplicates consumed {load.received.duplicates()}, slowest send "
-        f"{figures.slowest_send_s:.2f} s, slowest async {figures.slowest_async_s:.2f} s"
-    )
     # never a hang: each send ended within its timeout, with a margin for a loaded machine
     bound = SEND_TIMEOUT_MS / 1000 + 2
     assert figures.slowest_send_s < bound, figures.slowest_send_s
