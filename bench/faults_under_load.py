@@ -2,11 +2,12 @@
 several rounds each, while producers and a consumer group run all along; then the store and
 remoting stopped (SIGSTOP) for 10 s each.
 
-    uv run python bench/faults_under_load.py [--rounds 3] [--hang-s 10] [--kinds a,b]
+    uv run python bench/faults_under_load.py [--rounds 3] [--hang-s 10] [--kinds a,b] [--slave]
 
 The load: two threads of sync sends and one of send_async (32 in flight), 3 s send timeout,
 flushDiskType=SYNC_FLUSH, and a PushConsumer group reading the topic from its start. The kinds
-are read from the running cluster's processes (so a new service is covered). From each kill:
+are read from the running cluster's processes (so a new service is covered; with --slave the
+slave group's too, as <kind>-slave, answering a ping). From each kill:
 - back: the supervisor's `<kind> is back` line (the new process printed READY);
 - serving: the first answer to a request only that kind serves, made as a client would:
   a send (store, remoting), a query by key (index), the scheduler's status through remoting,
@@ -94,12 +95,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="kills per kind")
     parser.add_argument("--hang-s", type=float, default=10.0, help="SIGSTOP length (0: none)")
     parser.add_argument("--kinds", default="", help="only these kinds (comma-separated)")
+    parser.add_argument("--slave", action="store_true", help="ferry dev up --slave")
     ns = parser.parse_args()
     os.environ.setdefault("FERRY_RESTART_POLICY", POLICY)
     rows: list[Row] = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as data:
-        dev = DevUp(Path(data), "--set", "flushDiskType=SYNC_FLUSH")
+        slave = ("--slave",) if ns.slave else ()
+        dev = DevUp(Path(data), *slave, "--set", "flushDiskType=SYNC_FLUSH", timeout=240)
         load: FaultLoad | None = None
         probes: Probes | None = None
         try:

@@ -145,7 +145,8 @@ class ServedBroker:
 
 def dev_kinds(dev: DevUp) -> dict[str, int]:
     """kind -> pid of each service the running `ferry dev up` started, read from /proc (its
-    children and the module each runs), so that a kind added to the launcher is covered."""
+    children and the module each runs), so that a kind added to the launcher is covered.
+    A slave group's services (`--slave`) are `<kind>-slave`, as the supervisor names them."""
     from ferry.runtime.launcher import MODULES as LAUNCHED
 
     by_module = {module: kind for kind, module in LAUNCHED.items()}
@@ -156,7 +157,8 @@ def dev_kinds(dev: DevUp) -> dict[str, int]:
         args = cmdline(pid)
         module = args[args.index("-m") + 1] if "-m" in args[:-1] else ""
         assert module in by_module, f"child {pid} runs {args}: not a service the launcher knows"
-        found[by_module[module]] = pid
+        slave = "-slave" if any(a.endswith("brokerRole=SLAVE") for a in args) else ""
+        found[by_module[module] + slave] = pid
     return found
 
 
