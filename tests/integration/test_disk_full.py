@@ -208,6 +208,84 @@ def run(cluster: LocalCluster, disk: Path) -> None:
         producer.shutdown()
 
 
+def test_with_the_guard_off_the_disk_itself_refuses_and_the_index_lags_then_catches_up(
+    disk: Path,
+) -> None:
+    # diskUsedRatioOverride=0: the guard never refuses (nor does retention ever delete); the
+    # store writes into the blocks it reserved until it needs new ones. Index files of 500
+    # messages: the index needs a new file while the disk has no byte left.
+    settings = {**SETTINGS, "diskUsedRatioOverride": "0", "maxIndexNum": "1000"}
+    cluster = start_local_cluster(str(disk), overrides=settings)
+    try:
+        run_guard_off(cluster, disk)
+    finally:
+        cluster.stop()
+
+
+def run_guard_off(cluster: LocalCluster, disk: Path) -> None:
+    names = alive(cluster)
+    acked: dict[int, bytes] = {}
+    with Admin(cluster.namesrv_addr) as admin:
+        admin.create_topic(TOPIC, 1, 1)
+        admin.create_topic("Later", 1, 1)
+    producer = Producer("pg-disk", cluster.namesrv_addr, retry_times=0)
+    producer.start()
+
+    def send(i: int, topic: str = TOPIC) -> DiskFullError | None:
+        body = b"%05d-" % i + BODY
+        try:
+            result = producer.send(Message(topic, body, keys=[f"k{i}"]))
+        except DiskFullError as err:
+            return err
+        if topic == TOPIC:
+            acked[result.queue_offset] = body
+        return None
+
+    try:
+        for i in range(100):
+            assert send(i) is None
+        filler = Filler(disk)
+        filler.leave(0)
+        # the segment and the queue's blocks are reserved: sends go on with no byte free
+        refused = None
+        i = 100
+        while refused is None:
+            i += 1
+            refused = send(i)
+            assert i < 2000, "no refusal on a full disk"
+        assert "no space left" in refused.message and "CommitLog segment" in refused.message
+        assert len(acked) > 600  # past the index's first file
+        new_queue = send(i, "Later")  # its ConsumeQueue has no block reserved
+        assert new_queue is not None and "ConsumeQueue Later/0" in new_queue.message
+        assert alive(cluster) == names
+
+        with Admin(cluster.namesrv_addr) as admin:
+            early = admin.query_msg_by_key(TOPIC, "k50")
+            assert [m.body for m in early] == [acked[50]]  # queries go on
+            last = max(acked)
+            last_key = f"k{int(acked[last].split(b'-', 1)[0])}"
+            assert admin.query_msg_by_key(TOPIC, last_key) == []  # the index lags
+            reads_go_on(cluster, acked)
+
+            filler.remove()
+            freed = time.monotonic()
+            found = wait_for(
+                lambda: admin.query_msg_by_key(TOPIC, last_key),
+                timeout=10,
+                what="the index to catch up",
+            )
+            catch_up_s = time.monotonic() - freed
+            assert [m.body for m in found] == [acked[last]]
+        assert send(i + 1, "Later") is None
+        for j in range(i + 2, i + 50):
+            assert send(j) is None
+        assert alive(cluster) == names
+        reads_go_on(cluster, acked)
+        print(f"\nindex caught up {catch_up_s:.2f}s after space returned; {len(acked)} acked")
+    finally:
+        producer.shutdown()
+
+
 def drain(consumer: PullConsumer, count: int) -> list[MessageExt]:
     got: list[MessageExt] = []
     deadline = time.monotonic() + 20

@@ -24,6 +24,7 @@ log = logging.getLogger("ferry.index.follower")
 READ_CHUNK_BYTES = 4 * 1024 * 1024
 READ_TIMEOUT_S = 10.0
 RETRY_S = 0.5  # after a failed read
+DISK_RETRY_S = 1.0  # after records that could not be written to the index (a full disk)
 
 
 class LogFollower:
@@ -49,6 +50,7 @@ class LogFollower:
         self._applied_at_check = -1
         self._generation = 0  # bumped by restart(): answers to older reads are dropped
         self.stopped = False
+        self.apply_failing = False  # the last catch-up read could not be written (ENOSPC)
 
     # ---- the feed ----
 
@@ -128,7 +130,26 @@ class LogFollower:
             return
         self.store_min, self.store_max = body.min_offset, max(body.max_offset, body.next_offset)
         if body.next_offset > self.index.applied:
-            self.index.apply(frames[0] if frames else b"", body.next_offset)
+            try:
+                self.index.apply(frames[0] if frames else b"", body.next_offset)
+            except OSError as exc:
+                # a full disk: the index rolled back to its last commit and lags the log;
+                # the same range is read and applied again until space returns
+                if not self.apply_failing:
+                    log.error(
+                        "%s: indexing at %d failed (%s): the index lags the log and catches "
+                        "up once it can write",
+                        self.name,
+                        self.index.applied,
+                        exc,
+                    )
+                self.apply_failing = True
+                generation = self._generation
+                self._service.later(DISK_RETRY_S, lambda: self._retry(generation))
+                return
+            if self.apply_failing:
+                self.apply_failing = False
+                log.warning("%s: indexing again at %d", self.name, self.index.applied)
         if body.next_offset < body.max_offset and body.next_offset > body.from_offset:
             self._read()
             return
