@@ -5,8 +5,9 @@ What must hold: sends are refused with DiskFullError (first by the ratio guard a
 diskSpaceWarningLevelRatio, then, with the guard set to 99%, by the disk itself when a new
 segment finds no room), pulls and queries go on, no process dies (a write into an unallocated
 page of a mapping would be a SIGBUS), the consumer offsets file keeps its last good content
-while it cannot be rewritten, and once the test deletes its file sends succeed again and
-every acknowledged message is read back at the queue offset its send reported.
+while it cannot be rewritten, a delayed message due meanwhile waits, and once the test
+deletes its file sends succeed again and every acknowledged message is read back at the
+queue offset its send reported.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ pytestmark = pytest.mark.integration
 DISK = 32 * 1024 * 1024
 SEGMENT = 1024 * 1024
 TOPIC = "DiskFull"
+LATER = "DiskFullLater"  # a delayed message, due while nothing can be written
 BODY = b"m" * 1000
 SETTINGS = {
     "flushDiskType": "SYNC_FLUSH",
@@ -117,6 +119,7 @@ def run(cluster: LocalCluster, disk: Path) -> None:
     filler = Filler(disk)
     with Admin(cluster.namesrv_addr) as admin:
         admin.create_topic(TOPIC, 1, 1)
+        admin.create_topic(LATER, 1, 1)
     producer = Producer("pg-disk", cluster.namesrv_addr, retry_times=0)
     producer.start()
 
@@ -165,7 +168,14 @@ def run(cluster: LocalCluster, disk: Path) -> None:
             c.commit()
             wait_for(lambda: offsets_file(disk), timeout=5, what="consumerOffset.json")
             before = offsets_file(disk)
+            producer.send(Message(LATER, b"due while the disk is full", delay_level=1))
             filler.leave(0)
+            scheduler = cluster.get("scheduler")
+            wait_for(
+                lambda: f"to {LATER} failed: disk full" in scheduler.recent_output(),
+                timeout=10,
+                what="the scheduler's delivery refused",
+            )
             got += drain(c, len(acked) - len(got))
             c.commit()
             committed = max(m.queue_offset for m in got) + 1
@@ -188,6 +198,9 @@ def run(cluster: LocalCluster, disk: Path) -> None:
             return any(committed in queues.values() for queues in table.values())
 
         wait_for(offsets_saved, timeout=5, what="consumerOffset.json rewritten")
+        with PullConsumer("cg-later", cluster.namesrv_addr, ConsumeFromWhere.FIRST_OFFSET) as c:
+            c.subscribe(LATER)
+            assert [m.body for m in drain(c, 1)] == [b"due while the disk is full"]
         assert max(acked) + 1 > in_first_segment
         assert alive(cluster) == names
         reads_go_on(cluster, acked)
