@@ -37,7 +37,10 @@ from ferry.protocol.messages import (
     GetClusterInfoRequest,
     PullMessageReply,
     PullMessageRequest,
+    StorePutReply,
+    StorePutRequest,
 )
+from ferry.protocol.rpc import BlockingClient
 from ferry.runtime.launcher import LocalCluster, ServiceProcess, service_args, start_service
 from ferry.runtime.supervisor import RestartPolicy, Supervisor
 
@@ -460,3 +463,53 @@ def test_with_restarts_off_serve_is_the_service_and_a_group_stops_at_the_first_e
         f"error: namesrv (pid {sp.pid}) exited with SIGKILL; "
         "restarts are off (FERRY_RESTART_POLICY=off): stopping"
     ]
+
+
+RECORD = record.encode_record(b"T", b"body", record.encode_properties({}))
+
+
+def test_reconfigure_restarts_a_service_cleanly_with_new_keys_on_its_endpoint(
+    tmp_path: Path,
+) -> None:
+    """What a role change in controller mode does: the store restarted as a SLAVE's refuses
+    puts, on the endpoint it had; later crashes restart it with the new keys too."""
+    settings = {"storePathRootDir": str(tmp_path), "storeEndpoint": "tcp://127.0.0.1:0"}
+    settings["storeFeedEndpoint"] = "tcp://127.0.0.1:0"
+    store = start_service("broker-store", service_args(None, settings))
+    cluster = LocalCluster([store])
+    said: list[str] = []
+    policy = replace(RestartPolicy(), first_wait=0.1, max_wait=0.5)
+    supervisor = Supervisor(cluster, policy=policy, say=said.append)
+    stop = threading.Event()
+    thread = threading.Thread(target=supervisor.run, args=(stop,), daemon=True)
+    thread.start()
+    endpoint = store.endpoints["endpoint"]
+
+    def put() -> object:
+        with BlockingClient(endpoint) as client:
+            answer = client.call(StorePutRequest(topic="T", queue_id=0, count=1), 5000, [RECORD])
+        assert answer is not None
+        return answer[0]
+
+    try:
+        assert isinstance(put(), StorePutReply)
+        supervisor.reconfigure("broker-store", {"brokerRole": "SLAVE", "brokerId": "1"})
+        wait_for(lambda: cluster.processes[0] is not store, 10, "the store restarted")
+        wait_for(lambda: cluster.processes[0].announced, 30, "its READY line")
+        assert cluster.processes[0].endpoints["endpoint"] == endpoint
+        refused = put()
+        assert isinstance(refused, ErrorReply) and "SLAVE" in refused.message, refused
+        assert said[0] == "broker-store restarting with brokerRole=SLAVE brokerId=1"
+        wait_for(
+            lambda: said[1:] == [f"broker-store is back (pid {cluster.processes[0].pid})"],
+            5,
+            "back",
+        )
+        assert store.proc.returncode == 0  # a clean stop, not a kill
+        cluster.processes[0].proc.kill()  # a crash after the change: restarted as a slave
+        wait_for(lambda: supervisor.restarts == 1 and cluster.processes[0].announced, 30, "back")
+        assert isinstance(put(), ErrorReply)
+    finally:
+        stop.set()
+        thread.join(10)
+        cluster.stop()

@@ -65,3 +65,21 @@ def test_a_restart_binds_what_the_first_start_bound() -> None:
 def test_off_turns_restarts_off() -> None:
     assert RestartPolicy.from_env({"FERRY_RESTART_POLICY": "off"}).restart is False
     assert RestartPolicy.from_env({}).restart is True
+
+
+def test_settings_replace_earlier_ones_and_come_last() -> None:
+    from ferry.runtime.supervisor import with_settings
+
+    args = ["-c", "b.conf", "--set", "brokerRole=SYNC_MASTER", "--set", "listenPort=10911"]
+    out = with_settings(args, {"brokerRole": "SLAVE", "brokerId": "2"})
+    assert out == [
+        "-c",
+        "b.conf",
+        "--set",
+        "listenPort=10911",
+        "--set",
+        "brokerRole=SLAVE",
+        "--set",
+        "brokerId=2",
+    ]
+    assert with_settings(out, {"brokerRole": "SLAVE", "brokerId": "2"}) == out

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import os
+import queue
 import signal
 import threading
 import time
@@ -119,6 +120,22 @@ def pinned_args(sp: ServiceProcess) -> list[str]:
     return out
 
 
+def with_settings(args: list[str], settings: Mapping[str, str]) -> list[str]:
+    """args with each key of settings given by one `--set key=value` at the end (an earlier
+    `--set` of the same key dropped, so the arguments do not grow at every change)."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] == "--set" and i + 1 < len(args) and args[i + 1].split("=", 1)[0] in settings:
+            i += 2
+            continue
+        out.append(args[i])
+        i += 1
+    for key, value in settings.items():
+        out += ["--set", f"{key}={value}"]
+    return out
+
+
 @dataclass
 class _Watch:
     """What the supervisor knows of one slot of the cluster's process list."""
@@ -157,12 +174,21 @@ class Supervisor:
             for sp in cluster.processes
         ]
         self.restarts = 0
+        # (service name, broker.conf keys) to restart with: reconfigure() from any thread
+        self._changes: queue.SimpleQueue[tuple[str, dict[str, str]]] = queue.SimpleQueue()
+
+    def reconfigure(self, name: str, settings: Mapping[str, str]) -> None:
+        """Restarts every process of service `name` cleanly with `settings` added to its
+        broker.conf keys, now and at any later restart (a role change in controller mode).
+        Safe from any thread: the supervising thread does it at its next look."""
+        self._changes.put((name, dict(settings)))
 
     def run(self, stop: threading.Event) -> bool:
         """Supervises until `stop` is set (True), or every service was given up on, or one
         exited with restarts off (False)."""
         self._stop = stop
         while not stop.wait(TICK_S):
+            self._apply_changes()
             self.check()
             if self._halted or all(w.given_up for w in self._watches):
                 return False
@@ -206,6 +232,25 @@ class Supervisor:
             self.cluster.processes[i] = new
             watch.starting_until = now + self.policy.ready_timeout
             self.restarts += 1
+
+    def _apply_changes(self) -> None:
+        while not self._changes.empty():
+            name, settings = self._changes.get()
+            if self._stop.is_set():
+                return
+            for i, sp in enumerate(self.cluster.processes):
+                watch = self._watches[i]
+                if sp.name != name or watch.given_up:
+                    continue
+                watch.args = with_settings(watch.args, settings)
+                sp.stop()  # asked for: not a crash
+                watch.restart_at = None
+                new = spawn_service(sp.name, watch.args, env=sp.env, sink=sp.sink, stderr=sp.stderr)
+                new.label = sp.label
+                self.cluster.processes[i] = new
+                watch.starting_until = time.monotonic() + self.policy.ready_timeout
+                shown = " ".join(f"{k}={v}" for k, v in settings.items())
+                self._say(f"{sp.display} restarting with {shown}")
 
     def _died(self, sp: ServiceProcess, watch: _Watch, now: float, what: str, status: str) -> None:
         """Counts an exit (`what` happened; `status` is its short form); schedules the
