@@ -88,3 +88,21 @@ def test_package_version_is_the_installed_one_or_empty() -> None:
     pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert package_version("ferry-runtime") == pyproject["project"]["version"]
     assert package_version("ferry-no-such-package") == ""
+
+
+def test_controller_mode_keys_are_rocketmqs_and_checked() -> None:
+    on = {"enableControllerMode": "true", "controllerAddr": "127.0.0.1:9878", "brokerId": "2"}
+    cfg = load_config(BrokerConfig, None, on, environ={})
+    assert cfg.enable_controller_mode and cfg.controller_addr == "127.0.0.1:9878"
+    assert cfg.registered_broker_id == 0  # a master registers as 0 whatever its replica id
+    slave = load_config(BrokerConfig, None, {**on, "brokerRole": "SLAVE"}, environ={})
+    assert slave.registered_broker_id == 2
+    assert cfg.ha_max_time_slave_not_catchup == 15_000 and not cfg.all_ack_in_sync_state_set
+    for bad, fragment in (
+        ({"brokerId": "0"}, "replica's id"),
+        ({"controllerAddr": ""}, "needs controllerAddr"),
+        ({"controllerAddr": "a:1;nope"}, "'nope' is not host:port"),
+        ({"minInSyncReplicas": "0"}, "minInSyncReplicas"),
+    ):
+        with pytest.raises(ConfigError, match=fragment):
+            load_config(BrokerConfig, None, {**on, **bad}, environ={})

@@ -72,6 +72,20 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
     ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
     ha_transfer_batch_size: int = 1024 * 1024
     ha_master_address: str = ""
+    # controller mode (RocketMQ 5): the group's master is elected by the controller among its
+    # in-sync replicas; brokerId is then this replica's id (>= 1) and the master registers
+    # with the name servers as id 0. A slave more than haMaxTimeSlaveNotCatchup ms behind
+    # leaves the in-sync set; allAckInSyncStateSet: SYNC_MASTER waits for every in-sync
+    # replica (else one); below minInSyncReplicas in sync, writes are refused; a lower
+    # brokerElectionPriority wins an election between equally caught-up replicas; heartbeats
+    # to the controller every brokerHeartbeatInterval ms
+    enable_controller_mode: bool = False
+    controller_addr: str = ""
+    ha_max_time_slave_not_catchup: int = 15_000
+    all_ack_in_sync_state_set: bool = False
+    min_in_sync_replicas: int = 1
+    broker_election_priority: int = 2**31 - 1
+    broker_heartbeat_interval: int = 1000
     # a slave's remoting copies topics, groups and offsets from its master this often (ms)
     slave_synchronize_interval: int = 10_000
     broker_ip1: str = ""  # advertised address; empty: listen host (or 127.0.0.1)
@@ -210,7 +224,9 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
             raise ConfigError(
                 "haMaxGapNotInSync must be >= 0, haTransferBatchSize within 4096..67108864"
             )
-        if (self.broker_role == "SLAVE") != (self.broker_id > 0):
+        if self.enable_controller_mode:
+            self._check_controller_mode()
+        elif (self.broker_role == "SLAVE") != (self.broker_id > 0):
             raise ConfigError("a SLAVE has brokerId > 0 and a master brokerId 0")
         parse_delay_levels(self.message_delay_level)
         if not 1 <= self.timer_max_delay_sec <= 400 * 86_400:
@@ -229,6 +245,35 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
             raise ConfigError(
                 f"metricsPromExporterPort {self.metrics_prom_exporter_port} is not a port"
             )
+
+    def _check_controller_mode(self) -> None:
+        if self.broker_id < 1:
+            raise ConfigError(
+                "with enableControllerMode=true, brokerId is this replica's id within its group "
+                "and must be 1 or more (the master registers as 0)"
+            )
+        if not self.controller_addr:
+            raise ConfigError(
+                "enableControllerMode=true needs controllerAddr=host:port[;host:port]"
+            )
+        for addr in self.controller_addr.split(";"):
+            host, _, port = addr.strip().rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) <= 65535:
+                raise ConfigError(f"controllerAddr {addr!r} is not host:port")
+        if self.ha_max_time_slave_not_catchup < 100 or self.broker_heartbeat_interval < 10:
+            raise ConfigError(
+                "haMaxTimeSlaveNotCatchup must be >= 100 ms, brokerHeartbeatInterval >= 10 ms"
+            )
+        if self.min_in_sync_replicas < 1:
+            raise ConfigError("minInSyncReplicas must be 1 or more")
+
+    @property
+    def registered_broker_id(self) -> int:
+        """The id this broker registers with the name servers: its brokerId, or in controller
+        mode 0 while it is master (its brokerId is then its replica id)."""
+        if self.enable_controller_mode and self.broker_role != "SLAVE":
+            return 0
+        return self.broker_id
 
     @property
     def delay_levels_ms(self) -> list[int]:
