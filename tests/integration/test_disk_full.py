@@ -25,7 +25,7 @@ from itest_support import wait_for
 from ferry.client import Admin, ConsumeFromWhere, Message, MessageExt, Producer, PullConsumer
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.errors import DiskFullError
-from ferry.runtime.launcher import LocalCluster, start_local_cluster
+from ferry.runtime.launcher import LocalCluster, start_broker_services, start_local_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -297,6 +297,43 @@ def run_guard_off(cluster: LocalCluster, disk: Path) -> None:
         print(f"\nindex caught up {catch_up_s:.2f}s after space returned; {len(acked)} acked")
     finally:
         producer.shutdown()
+
+
+def test_a_producer_sends_to_another_broker_while_one_disk_is_full(
+    disk: Path, tmp_path: Path
+) -> None:
+    """DiskFullError is retriable: the retry goes to another broker, and with latency fault
+    avoidance later sends stay away from the full one."""
+    cluster = start_local_cluster(str(disk), overrides=SETTINGS)
+    broker_a = cluster.broker_addr
+    try:
+        start_broker_services(
+            cluster,
+            str(tmp_path / "broker-b"),
+            namesrv_addr=cluster.namesrv_addr,
+            overrides={**SETTINGS, "brokerName": "broker-b"},
+        )
+        with Admin(cluster.namesrv_addr) as admin:
+            wait_for(lambda: len(admin.master_addrs()) == 2, what="two brokers registered")
+            admin.create_topic(TOPIC, 2, 2)
+            Filler(disk).leave(0)
+
+            def a_is_full() -> bool:
+                info = admin.broker_runtime_info(broker_a)
+                return float(info["commitLogDiskRatio"]) >= 0.9  # what the guard measured
+
+            wait_for(a_is_full, timeout=5, what="broker-a's guard to see its disk full")
+        # queues are taken in turn: every other send tries broker-a first, then retries
+        for avoid in (False, True):
+            producer = Producer(
+                "pg-two", cluster.namesrv_addr, retry_times=2, send_latency_fault_enable=avoid
+            )
+            with producer:
+                stored = [producer.send(Message(TOPIC, b"%d" % i)) for i in range(40)]
+            assert {r.queue.broker_name for r in stored} == {"broker-b"}
+        assert alive(cluster) == sorted(sp.name for sp in cluster.processes)
+    finally:
+        cluster.stop()
 
 
 def drain(consumer: PullConsumer, count: int) -> list[MessageExt]:
