@@ -197,7 +197,7 @@ class RemotingApp:
         identity = BrokerIdentity(
             cluster=config.broker_cluster_name,
             broker_name=config.broker_name,
-            broker_id=config.broker_id,
+            broker_id=config.registered_broker_id,
             role=config.broker_role,
             addr=self.addr,
             version=self.version,
@@ -403,7 +403,7 @@ class RemotingApp:
         return RegisterBrokerRequest(
             cluster=config.broker_cluster_name,
             broker_name=config.broker_name,
-            broker_id=config.broker_id,
+            broker_id=config.registered_broker_id,
             broker_addr=self.addr,
             ha_addr=self.ha_addr,
             topics=masked_topics(self.topics.snapshot(), config.broker_permission),
@@ -415,6 +415,6 @@ class RemotingApp:
         return UnregisterBrokerRequest(
             cluster=config.broker_cluster_name,
             broker_name=config.broker_name,
-            broker_id=config.broker_id,
+            broker_id=config.registered_broker_id,
             broker_addr=self.addr,
         )
