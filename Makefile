@@ -30,12 +30,16 @@ fmt: install
 images: install
 	$(PYTHON) deploy/build_images.py
 
-# What the tests need from Debian: chromium and its driver (the console's browser tests).
+# What the tests need from Debian: chromium and its driver (the console's browser tests), and
+# etcd 3.4 (the controller's store; tests start their own instance, ferry.runtime.etcd).
 # Installed only when missing; CI runs as root on Debian bookworm.
 deps:
 	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq chromium chromium-driver >/dev/null; }
+	@test -x /usr/bin/etcd || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq etcd-server >/dev/null; }
 
 test: lint deps
 	$(PYTHON) deploy/build_images.py --if-docker

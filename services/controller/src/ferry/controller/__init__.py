@@ -1,0 +1,1 @@
+"""The controller: broker groups' state on etcd, master election (issue 26)."""
