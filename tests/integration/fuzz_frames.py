@@ -51,6 +51,10 @@ CHANGES_DATA = frozenset(
         "store_append_raw",
         "consumer_send_msg_back",
         "end_transaction",
+        "controller_register_broker",
+        "controller_heartbeat",
+        "controller_elect_master",
+        "controller_clean_broker_data",
     }
 )
 REQUEST_TYPES: tuple[type[Any], ...] = typing.get_args(AnyRequest)

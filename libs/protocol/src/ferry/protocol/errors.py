@@ -166,6 +166,66 @@ class HaLogDivergedError(FerryError):
     code = ResponseCode.HA_LOG_DIVERGED
 
 
+# ---- the controller's (controller mode, issue 26) ----
+
+
+@_register
+class ControllerInvalidRequestError(FerryError):
+    """A controller request that names no registered group or replica it could act on, or
+    asks for something its state forbids (a sync state set without the master)."""
+
+    code = ResponseCode.CONTROLLER_INVALID_REQUEST
+
+
+@_register
+class ControllerBrokerNotAliveError(FerryError):
+    """The replica named (electMaster's target) has no live heartbeat."""
+
+    code = ResponseCode.CONTROLLER_BROKER_NOT_ALIVE
+    default_retriable = True
+
+
+@_register
+class ControllerNotLeaderError(FerryError):
+    """This controller cannot reach etcd (down, slow, no quorum) and decides nothing: ask
+    again, or another controller of controllerAddr."""
+
+    code = ResponseCode.CONTROLLER_NOT_LEADER
+    default_retriable = True
+
+
+@_register
+class ControllerMetadataNotExistError(FerryError):
+    """The controller holds nothing for that broker group or replica."""
+
+    code = ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST
+
+
+@_register
+class ControllerInvalidCleanError(FerryError):
+    """cleanBrokerMetadata refused: a replica still alive (without --cleanLivingBroker), or
+    the group's live master, which holds a write lease."""
+
+    code = ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
+
+
+@_register
+class ControllerNeedToRegisterError(FerryError):
+    """A heartbeat from a replica the controller does not know: register first."""
+
+    code = ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
+    default_retriable = True
+
+
+@_register
+class ControllerElectMasterFailedError(FerryError):
+    """No replica may become master (none alive in the sync state set, or the one asked for
+    is not in it)."""
+
+    code = ResponseCode.CONTROLLER_ELECT_MASTER_FAILED
+    default_retriable = True
+
+
 @_register
 class BadFrameError(FerryError):
     """A frame that could not be parsed: wrong shape, not msgpack, or missing fields."""

@@ -5,21 +5,32 @@ field's type never changes; unknown fields are ignored; a tag is never reused.
 Each request names its RocketMQ request code in `code` (Ferry-only requests use 10000+).
 
 The structs live in one module per role (common, namesrv, client, store, index, scheduler, ha,
-admin); each spells its own request and reply unions beside its structs, so mypy sees every
-member, and AnyRequest / AnyReply below join them. test_messages.py fails when a Request or
-Reply subclass is left out of its module's union. Tags are explicit strings, so moving a
-struct between modules changes nothing on the wire.
+admin, controller); each spells its own request and reply unions beside its structs, so mypy
+sees every member, and AnyRequest / AnyReply below join them. test_messages.py fails when a
+Request or Reply subclass is left out of its module's union. Tags are explicit strings, so
+moving a struct between modules changes nothing on the wire.
 """
 
 from __future__ import annotations
 
 from typing import TypeAlias, get_args
 
-from ferry.protocol.messages import admin, client, common, ha, index, namesrv, scheduler, store
+from ferry.protocol.messages import (
+    admin,
+    client,
+    common,
+    controller,
+    ha,
+    index,
+    namesrv,
+    scheduler,
+    store,
+)
 from ferry.protocol.messages.admin import *  # noqa: F403
 from ferry.protocol.messages.client import *  # noqa: F403
 from ferry.protocol.messages.common import *  # noqa: F403
 from ferry.protocol.messages.common import Reply, Request
+from ferry.protocol.messages.controller import *  # noqa: F403
 from ferry.protocol.messages.ha import *  # noqa: F403
 from ferry.protocol.messages.index import *  # noqa: F403
 from ferry.protocol.messages.namesrv import *  # noqa: F403
@@ -35,6 +46,7 @@ AnyRequest: TypeAlias = (
     | scheduler.SchedulerRequest
     | ha.HaRequest
     | admin.AdminRequest
+    | controller.ControllerRequest
 )
 
 AnyReply: TypeAlias = (
@@ -46,6 +58,7 @@ AnyReply: TypeAlias = (
     | scheduler.SchedulerReply
     | ha.HaReply
     | admin.AdminReply
+    | controller.ControllerReply
 )
 
 
