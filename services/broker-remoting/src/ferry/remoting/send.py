@@ -3,10 +3,18 @@
 This is the hot path (PERFORMANCE.md rule 4): the records are never decoded here. The payload
 frame travels to the store untouched; the store checks every record exactly, remoting only
 rejects what is obviously wrong from the sizes.
+
+A store killed with puts in flight never answers them. When the connection to the store drops,
+remoting answers each put still waiting there with a retriable BrokerSystemError at once, as
+a client of a crashed RocketMQ broker sees its connection close, so that the producer retries
+within its send timeout (the retry waits for the restarted store) instead of waiting the
+whole timeout. The put may have been stored before the kill: a retry can store it twice
+(at-least-once, same message id).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -89,6 +97,16 @@ class SendProcessor:
         # acked the log up to the put's end offset
         self.after_store: Callable[[Call, SendMessageReply, int], None] = reply_now
         self._delays = DelayRules(config)
+        # puts the store has not answered yet: token -> how to answer it if the store goes away
+        self._in_flight: dict[int, Callable[[], None]] = {}
+        self._tokens = itertools.count()
+
+    def store_lost(self) -> None:
+        """The connection to the store dropped: answers every put in flight there (see
+        above)."""
+        waiting, self._in_flight = self._in_flight, {}
+        for answer in waiting.values():
+            answer()
 
     def apply_config(self, config: BrokerConfig) -> None:
         """updateBrokerConfig: takes the keys this processor reads that may change live."""
@@ -169,8 +187,11 @@ class SendProcessor:
             traceparent, tracestate = call.traceparent, call.tracestate
 
         started = time.monotonic()
+        token = next(self._tokens)
 
         def on_reply(body: AnyReply, _frames: list[Any]) -> None:
+            if self._in_flight.pop(token, None) is None:
+                return  # answered already, by store_lost
             if self._stats.on_latency is not None:
                 outcome = "error" if isinstance(body, ErrorReply) else "success"
                 self._stats.on_latency("send_message", outcome, elapsed_ms(started))
@@ -199,6 +220,17 @@ class SendProcessor:
                 error = telemetry.code_name(body.code) if isinstance(body, ErrorReply) else ""
                 telemetry.end_span(span, error)
 
+        def on_store_lost() -> None:
+            call.fail(
+                BrokerSystemError(
+                    f"broker {self._broker_name}: the store went away with this put in "
+                    "flight (it may have been stored); send it again"
+                )
+            )
+            if span is not None:
+                telemetry.end_span(span, "SYSTEM_ERROR")
+
+        self._in_flight[token] = on_store_lost
         self._store.request(
             StorePutRequest(
                 topic=put_topic,
