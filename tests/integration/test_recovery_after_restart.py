@@ -5,7 +5,6 @@ scheduler that caught up, and messages for a consumer whose long poll was held a
 
 from __future__ import annotations
 
-import collections
 import os
 import signal
 import subprocess
@@ -43,6 +42,9 @@ SLOW_RESTART = "first_wait=2,max_wait=2,max_crashes=5,window=60"
 # how soon a consumer whose long poll was held at the kill gets a message sent after the restart
 # (without the fix for the store's kill: the hold time and remoting's grace, 25 s)
 HELD_POLL_ANSWERED_WITHIN_S = 5.0
+
+# the scheduler's delivery put timeout (scheduler/delivery.py PUT_TIMEOUT_S), a little less
+SCHEDULER_PUT_TIMEOUT_MS = 9_000
 
 # how soon a new client must find routes at a restarted name server (the broker's own period,
 # registerNameServerPeriod, stays 30 s)
@@ -185,12 +187,14 @@ class Sender:
         self._producer.shutdown()
 
 
-def test_an_index_killed_under_load_answers_for_every_acknowledged_key_once_back(
-    tmp_path: Path, namesrv: ServedNamesrv
+@pytest.mark.parametrize("killed", ["index", "broker-store"])
+def test_every_acknowledged_key_is_found_after_a_kill_under_load_of(
+    tmp_path: Path, namesrv: ServedNamesrv, killed: str
 ) -> None:
-    """kill -9 of the index of `ferry serve broker` while a producer sends keyed messages,
-    restarted 2 s later: queryMsgByKey finds every acknowledged key, those sent while it was
-    down included (it catches up from the CommitLog, not from the feed it missed)."""
+    """kill -9 of the index (or the store) of `ferry serve broker` while a producer sends keyed
+    messages, restarted 2 s later: queryMsgByKey finds every acknowledged key, those sent
+    while the index was down included (it catches up from the CommitLog, not from the feed
+    it missed)."""
     broker = ServedBroker(tmp_path / "broker", namesrv.addr, SLOW_RESTART)
     sender: Sender | None = None
     try:
@@ -199,30 +203,30 @@ def test_an_index_killed_under_load_answers_for_every_acknowledged_key_once_back
             namesrv.addr, "Keyed", lambda i: Message("Keyed", b"%d" % i, keys=[f"k{i}"])
         )
         sender.wait_more(100)
-        old = broker.kill9("index")
+        old = broker.kill9(killed)
         at_kill = len(sender.acked)
-        broker.wait_restarted("index", old)
+        broker.wait_restarted(killed, old)
         back_at = time.monotonic()
         while_down = len(sender.acked) - at_kill
-        assert while_down > 0, "nothing was sent while the index was down"
-        last_while_down = sender.acked[at_kill + while_down - 1].keys[0]
+        if killed == "index":
+            assert while_down > 0, "nothing was sent while the index was down"
+        newest = sender.acked[-1].keys[0]
         with Admin(namesrv.addr) as admin:
-            wait_for(
-                lambda: q.query_msg_by_key(admin, "Keyed", last_while_down), 30, "the last key"
-            )
+            wait_for(lambda: q.query_msg_by_key(admin, "Keyed", newest), 30, "the newest key")
             caught_up = time.monotonic() - back_at
             sender.wait_more(100)
             sender.stop()
             keys = [m.keys[0] for m in sender.acked]
-            missing = [
-                key
-                for key in keys
-                if [m.body for m in q.query_msg_by_key(admin, "Keyed", key)] != [key[1:].encode()]
-            ]
-        assert missing == [], f"{len(missing)} of {len(keys)} keys not found once: {missing[:5]}"
+            found = {key: [m.body for m in q.query_msg_by_key(admin, "Keyed", key)] for key in keys}
+        missing = [key for key in keys if key[1:].encode() not in found[key]]
+        assert missing == [], f"{len(missing)} of {len(keys)} keys not found: {missing[:5]}"
+        if killed == "index":  # the store's kill may store a send twice (the client retried)
+            twice = [key for key in keys if len(found[key]) > 1]
+            assert twice == [], f"{len(twice)} keys indexed twice: {twice[:5]}"
         print(
-            f"{len(keys)} keys found, {while_down} sent while the index was down; "
-            f"the last of those found {caught_up:.2f} s after its ready line"
+            f"kill -9 of {killed}: {len(keys)} keys found, {while_down} acknowledged while it "
+            f"was down, {sender.failed} sends failed; the newest key then found "
+            f"{caught_up:.2f} s after its ready line"
         )
         assert broker.stop() == 0
     finally:
@@ -241,19 +245,53 @@ def scheduler_status_via(broker_addr: str) -> SchedulerStatusReply:
     return reply
 
 
-def drain_ids(consumer: PullConsumer, want: set[str], seen: collections.Counter[str]) -> None:
-    """Polls until every id of want was seen (counting each delivery), or 60 s."""
-    deadline = time.monotonic() + 60
-    while not want <= set(seen) and time.monotonic() < deadline:
-        seen.update(m.msg_id for m in consumer.poll(timeout=0.5))
+def done_status(broker_addr: str) -> SchedulerStatusReply | None:
+    """The scheduler's status once every level and timer it holds is delivered, else None."""
+    status = scheduler_status_via(broker_addr)
+    done = status.timer_pending == 0 and all(lv.offset == lv.max_offset for lv in status.levels)
+    return status if done else None
 
 
-def test_delayed_messages_sent_before_and_while_the_scheduler_is_down_arrive_once(
-    tmp_path: Path, namesrv: ServedNamesrv
+def drain_ids(
+    consumer: PullConsumer, want: set[str], seen: dict[str, list[MessageExt]], timeout: float = 60
 ) -> None:
-    """Delay level 1 (1 s) and timer messages, sent before a kill -9 of the scheduler (some
-    delivered, some due), while it is down (2 s), and after: each is delivered exactly
-    once (counted by message id) once the scheduler is back."""
+    """Polls until every id of want was seen (keeping each delivery), or the timeout."""
+    deadline = time.monotonic() + timeout
+    while not want <= set(seen) and time.monotonic() < deadline:
+        for m in consumer.poll(timeout=0.5):
+            seen.setdefault(m.msg_id, []).append(m)
+
+
+def re_put_once(msgs: list[MessageExt]) -> bool:
+    """Two copies of one scheduled record, the second stored at least the scheduler's put
+    timeout after the first: the put retried after its reply was lost."""
+    if len(msgs) != 2:
+        return False
+    first, second = sorted(msgs, key=lambda m: m.store_timestamp)
+    same_origin = first.properties.get("SCHEDULED_FROM") == second.properties.get("SCHEDULED_FROM")
+    return (
+        same_origin and second.store_timestamp - first.store_timestamp >= SCHEDULER_PUT_TIMEOUT_MS
+    )
+
+
+def copies(msgs: list[MessageExt]) -> str:
+    """Where each delivered copy of one message lies, for a failure's message."""
+    return "; ".join(
+        f"queue {m.queue.queue_id} offset {m.queue_offset} log {m.commitlog_offset} "
+        f"stored {m.store_timestamp} from {m.properties.get('SCHEDULED_FROM')}"
+        for m in msgs
+    )
+
+
+@pytest.mark.parametrize("killed", ["scheduler", "broker-store"])
+def test_delayed_messages_arrive_once_after_a_kill_of(
+    tmp_path: Path, namesrv: ServedNamesrv, killed: str
+) -> None:
+    """Delay level 1 (1 s) and timer messages sent before a kill -9 of the scheduler (some
+    delivered, some due), while it is down (2 s) and after it, are each delivered exactly
+    once (counted by message id) once it is back. Killing the store instead, with deliveries
+    under way (its sends stop first: a send retried across the kill may be stored twice),
+    every message is delivered once as well."""
     broker = ServedBroker(tmp_path / "broker", namesrv.addr, SLOW_RESTART)
     sender: Sender | None = None
 
@@ -267,31 +305,46 @@ def test_delayed_messages_sent_before_and_while_the_scheduler_is_down_arrive_onc
         create_topic(namesrv.addr, "Later", 4)
         consumer.start()
         consumer.subscribe("Later", "*")
-        seen: collections.Counter[str] = collections.Counter()
+        seen: dict[str, list[MessageExt]] = {}
         sender = Sender(namesrv.addr, "Later", delayed)
         sender.wait_more(200)
         drain_ids(consumer, set(sender.acked_ids()[:20]), seen)  # deliveries under way
-        old = broker.kill9("scheduler")
+        if killed == "broker-store":
+            sender.stop()
+        old = broker.kill9(killed)
         at_kill = len(sender.acked)
-        broker.wait_restarted("scheduler", old)
+        broker.wait_restarted(killed, old)
         while_down = len(sender.acked) - at_kill
-        sender.wait_more(100)
+        if killed == "scheduler":
+            assert while_down > 0, "nothing was sent while the scheduler was down"
+            sender.wait_more(100)
         sender.stop()
         want = set(sender.acked_ids())
         drain_ids(consumer, want, seen)
-        seen.update(m.msg_id for m in consumer.poll(timeout=2))  # any late repeat
         # remoting's link to the scheduler reconnected too: its status comes through remoting
-        status = scheduler_status_via(broker.addr)
+        status = wait_for(lambda: done_status(broker.addr), 30, "the scheduler to finish")
         skipped = status.skipped_duplicates
-        assert status.timer_pending == 0 and all(lv.offset == lv.max_offset for lv in status.levels)
-        assert while_down > 0, "nothing was sent while the scheduler was down"
+        drain_ids(consumer, {"none"}, seen, timeout=2)  # any late repeat
         lost = want - set(seen)
         assert lost == set(), f"{len(lost)} of {len(want)} delayed messages not delivered"
-        repeated = {i: n for i, n in seen.items() if n > 1}
-        assert repeated == {}, f"{len(repeated)} delivered more than once"
+        repeated = {i: ms for i, ms in seen.items() if len(ms) > 1}
+        re_put = {
+            i: ms for i, ms in repeated.items() if killed == "broker-store" and re_put_once(ms)
+        }
+        # KNOWN GAP (reported to the scheduler's owner): a delivery put whose reply the store's
+        # kill lost is put again once it times out (10 s), without looking in the log for the
+        # first copy; that repeat alone is tolerated here, and printed. Make this strict (drop
+        # re_put) once the scheduler checks the log before putting again.
+        unexpected = {i: copies(ms) for i, ms in repeated.items() if i not in re_put}
+        assert unexpected == {}, f"{len(unexpected)} delivered more than once: {unexpected}"
+        for msg_id, ms in re_put.items():
+            print(
+                f"KNOWN GAP: {msg_id} delivered twice, put again after a lost reply: {copies(ms)}"
+            )
         assert set(seen) == want
         print(
-            f"{len(want)} delayed messages once each, {while_down} sent while it was down; "
+            f"kill -9 of {killed}: {len(want)} delayed messages delivered, {len(re_put)} of them "
+            f"twice (known gap), {while_down} sent while it was down; "
             f"{skipped} repeat(s) skipped by the scheduler's recovery"
         )
         assert broker.stop() == 0
