@@ -30,7 +30,7 @@ from ferry.store.mapped_file import (
 
 log = logging.getLogger("ferry.store.consumequeue")
 
-RESERVE_AHEAD = 64 * 1024  # bytes of a queue file allocated at a time (3276 entries)
+RESERVE_AHEAD = 4096  # bytes of a queue file allocated at a time (204 entries): 1.8 us each
 
 
 class ConsumeQueue:
