@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ferry.cli.admin import DEFAULT_NAMESRV, Group, Json, Namesrv, Topic, admin_session, app
+from ferry.cli.admin import DEFAULT_NAMESRV, Json, Namesrv, Topic, admin_session, app
+from ferry.cli.completion import complete_group, complete_topic
 from ferry.cli.output import die, not_found, print_json, print_table, progress, show_time
+from ferry.cli.tables import Free
 from ferry.protocol.errors import FerryError
 
 if TYPE_CHECKING:
@@ -36,7 +38,7 @@ def _message_rows(msgs: list[MessageExt]) -> list[tuple[object, ...]]:
             m.tags or "",
             " ".join(m.keys),
             len(m.body),
-            _preview(m.body),
+            Free(_preview(m.body)),
         )
         for m in msgs
     ]
@@ -194,7 +196,11 @@ def query_msg_by_offset(
         k: f"{show_time(v)} UTC" if k.endswith("_timestamp") and isinstance(v, int) else v
         for k, v in info.items()
     }
-    print_table(f"message at {queue} offset {offset}", ["field", "value"], list(shown.items()))
+    shown["body"] = Free(str(shown["body"]))
+    shown["properties"] = Free(str(shown["properties"]))
+    print_table(
+        f"message at {queue} offset {offset}", ["field", "value"], list(shown.items()), fields=True
+    )
 
 
 @app.command("checkMsgSendRT")
@@ -236,48 +242,92 @@ def check_msg_send_rt(
 
 @app.command("consumerProgress")
 def consumer_progress(
-    group: Group,
-    topic: Topic,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            "-g",
+            "--groupName",
+            "--group",
+            metavar="GROUP",
+            help="this group (else every group)",
+            autocompletion=complete_group,
+        ),
+    ] = None,
+    topic: Annotated[
+        str | None,
+        typer.Option(
+            "-t",
+            "--topicName",
+            "--topic",
+            metavar="TOPIC",
+            help="this topic (else every one)",
+            autocompletion=complete_topic,
+        ),
+    ] = None,
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json: Json = False,
 ) -> None:
-    """Per queue: broker offset, the group's committed offset and the lag between them. A
-    group no broker knows (a typo) is an error, not a table of dashes."""
-    rows = []
+    """With -g: per queue of the group's topics (or -t's), broker offset, the group's
+    committed offset and the lag between them. Without -g: every group (consuming -t, when
+    given) with its total lag. A group no broker knows (a typo) is an error."""
+    if group is None:
+        _group_lags(namesrv, topic, json)
+        return
     with admin_session(namesrv) as admin:
-        for q in admin.queues(topic):
-            broker_offset = admin.max_offset(q)
-            committed = admin.consumer_offset(group, q)
-            lag = broker_offset - committed if committed is not None else None
-            rows.append(
-                (
-                    q.broker_name,
-                    q.queue_id,
-                    broker_offset,
-                    committed if committed is not None else "-",
-                    lag if lag is not None else "-",
-                )
+        topics = [topic] if topic else admin.group_topics(group)
+        rows = [
+            (
+                t,
+                p.queue.broker_name,
+                p.queue.queue_id,
+                p.broker_offset,
+                "-" if p.consumer_offset is None else p.consumer_offset,
+                "-" if p.lag is None else p.lag,
             )
-        if all(r[3] == "-" for r in rows):
+            for t in topics
+            for p in admin.consumer_progress(group, t)
+        ]
+        if all(r[4] == "-" for r in rows):
             _check_group_known(admin, group)
     if json:
+        keys = ["topic", "broker", "queue", "broker_offset", "consumer_offset", "lag"]
+        print_json([dict(zip(keys, r, strict=True)) for r in rows])
+        return
+    total = sum(r[5] for r in rows if isinstance(r[5], int))
+    print_table(
+        f"progress of {group} on {topic or f'{len(topics)} topics'} (total lag {total})",
+        ["topic", "broker", "queue", "broker offset", "consumer offset", "lag"],
+        rows,
+    )
+
+
+def _group_lags(namesrv: str, topic: str | None, json: bool) -> None:
+    with admin_session(namesrv) as admin:
+        lags = admin.group_lags(topic)
+        members = {}
+        for g in lags:
+            replies = admin.consumer_connections(g.group).values()
+            ids = {c.client_id for r in replies for c in r.connections}
+            kind = next((r for r in replies if r.connections), None)
+            members[g.group] = (
+                len(ids),
+                kind.consume_type if kind else "",
+                kind.message_model if kind else "",
+            )
+    rows = [(g.group, len(g.topics), *members[g.group], g.lag) for g in lags]
+    if json:
+        keys = ["group", "topics", "members", "consume_type", "message_model", "lag"]
         print_json(
             [
-                dict(
-                    zip(
-                        ["broker", "queue", "broker_offset", "consumer_offset", "lag"],
-                        r,
-                        strict=True,
-                    )
-                )
-                for r in rows
+                {**dict(zip(keys, r, strict=True)), "topics": list(g.topics)}
+                for r, g in zip(rows, lags, strict=True)
             ]
         )
         return
-    total = sum(r[4] for r in rows if isinstance(r[4], int))
     print_table(
-        f"progress of {group} on {topic} (total lag {total})",
-        ["broker", "queue", "broker offset", "consumer offset", "lag"],
+        f"{len(rows)} consumer groups{f' of {topic}' if topic else ''}"
+        f" (total lag {sum(g.lag for g in lags)})",
+        ["group", "topics", "members", "consume type", "model", "lag"],
         rows,
     )
 
@@ -312,7 +362,7 @@ def broker_status(
         print_json(info)
         return
     rows = [(k, _readable(k, v)) for k, v in sorted(info.items())]
-    print_table(f"broker {broker_addr}", ["key", "value"], rows)
+    print_table(f"broker {broker_addr}", ["key", "value"], rows, fields=True)
 
 
 def _readable(key: str, value: str) -> str:

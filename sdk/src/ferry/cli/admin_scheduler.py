@@ -48,4 +48,4 @@ def scheduler_status(
         ("repeats skipped after restart", status.skipped_duplicates),
         *sorted(status.extra.items()),
     ]
-    print_table("timers", ["key", "value"], rows)
+    print_table("timers", ["key", "value"], rows, fields=True)

@@ -6,11 +6,14 @@ this module, and most print one table or one JSON document (issue 24.6, start-up
 from __future__ import annotations
 
 import datetime as dt
+import shutil
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
+from ferry.cli import tables
 from ferry.protocol.codes import ResponseCode
 
 if TYPE_CHECKING:
@@ -19,16 +22,47 @@ if TYPE_CHECKING:
     from ferry.protocol.errors import FerryError
 
 
-def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+def print_table(
+    title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, fields: bool = False
+) -> None:
+    """A table for people: boxed on a terminal when it fits, one block per record when it
+    does not; aligned plain columns, one record per line, when stdout is not a terminal.
+    `fields`: the rows are (name, value) pairs describing one thing (a message, a broker)."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    if not sys.stdout.isatty():
+        print(tables.plain(title, columns, cells), flush=True)
+        return
+    width = shutil.get_terminal_size().columns
+    widths = tables.fitted_widths(columns, cells, width)
+    if widths is None:
+        print(tables.records(title, columns, cells, width, fields=fields), flush=True)
+        return
+    _print_boxed(title, columns, cells, widths, width)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def _print_boxed(
+    title: str, columns: Sequence[str], cells: list[list[str]], widths: list[int], width: int
+) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title, title_justify="left")
-    for col in columns:
-        table.add_column(col, overflow="fold")
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
-    Console().print(table)
+    console = Console(width=width)
+    if title:  # apart from the table: rich would fold a long title to the table's width
+        console.print(Text(title), soft_wrap=True)
+    table = Table()
+    for col, w in zip(columns, widths, strict=True):
+        table.add_column(Text(col), width=w, overflow="fold")
+    for row in cells:
+        # Text, not str: a body like "[red]" is shown as it is, never read as markup
+        table.add_row(*(Text(v, overflow="fold") for v in row))
+    console.print(table)
 
 
 def print_json(obj: Any) -> None:
@@ -95,9 +129,11 @@ def not_found(message: str) -> NoReturn:
 
 
 def progress() -> Progress:
-    """A progress bar on stderr, shown only when stderr is a terminal (never in scripts)."""
+    """A progress bar on stderr, shown only when both stdout and stderr are terminals: never
+    in scripts, and never over `| less` or `| grep` (quiet whenever stdout is piped)."""
     from rich.console import Console
     from rich.progress import Progress
 
     console = Console(stderr=True)
-    return Progress(console=console, transient=True, disable=not console.is_terminal)
+    shown = console.is_terminal and sys.stdout.isatty()
+    return Progress(console=console, transient=True, disable=not shown)

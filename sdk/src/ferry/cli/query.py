@@ -16,6 +16,7 @@ import typer
 
 from ferry.cli.admin import DEFAULT_NAMESRV, Json, Namesrv, Topic, admin_session, app
 from ferry.cli.output import not_found, print_json, print_table, progress, show_time
+from ferry.cli.tables import Free
 
 if TYPE_CHECKING:
     from ferry.client import MessageExt
@@ -97,7 +98,7 @@ def print_messages(title: str, msgs: Sequence[MessageExt], json: bool) -> None:
             show_time(m.store_timestamp),
             m.tags,
             " ".join(m.keys),
-            body_text(m.body, BODY_PREVIEW),
+            Free(body_text(m.body, BODY_PREVIEW)),
         )
         for m in msgs
     ]
@@ -138,10 +139,10 @@ def print_message(msg: MessageExt, json: bool) -> None:
         ("Born Host", msg.born_host),
         ("Store Host", msg.store_host),
         ("System Flag", msg.sysflag),
-        ("Properties", ", ".join(f"{k}={v}" for k, v in sorted(msg.properties.items()))),
-        ("Body", body_text(msg.body)),
+        ("Properties", Free(", ".join(f"{k}={v}" for k, v in sorted(msg.properties.items())))),
+        ("Body", Free(body_text(msg.body))),
     ]
-    print_table(f"message {msg.msg_id}", ["field", "value"], rows)
+    print_table(f"message {msg.msg_id}", ["field", "value"], rows, fields=True)
 
 
 @app.command("queryMsgById")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TypeVar
 
-from ferry.client import admin_ops, queries
+from ferry.client import admin_ops, consume_progress, queries
+from ferry.client.consume_progress import GroupLag, QueueProgress
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.lifecycle import Lifecycle
 from ferry.client.message import MessageExt, MessageQueue
@@ -247,6 +248,21 @@ class Admin(Lifecycle):
                 body = QueryTopicConsumeByWhoRequest(topic=topic)
                 groups.update(self._broker(addr, body, GroupListReply).groups)
         return sorted(groups)
+
+    def consumer_progress(self, group: str, topic: str) -> list[QueueProgress]:
+        """Each read queue of `topic`: the broker's max offset, the group's committed offset
+        and the lag between them (never negative; None where the group never committed)."""
+        check_group(group)
+        return consume_progress.queue_progress(self, group, topic)
+
+    def group_topics(self, group: str) -> list[str]:
+        """The topics `group` consumes (its retry topic too), over every topic known."""
+        check_group(group)
+        return consume_progress.groups_by_topic(self).get(group, [])
+
+    def group_lags(self, topic: str | None = None) -> list[GroupLag]:
+        """Every consumer group with its total lag (over `topic` only, when given)."""
+        return consume_progress.group_lags(self, topic)
 
     def consumer_ids(self, group: str, broker_addr: str) -> list[str]:
         """The live members of `group` a broker knows from their heartbeats, sorted."""

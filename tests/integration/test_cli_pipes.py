@@ -1,0 +1,219 @@
+"""What people copy from `ferry admin` stays whole: through a pipe (`| grep <msgId>`), and on
+a narrow terminal (a pseudo-terminal 40 columns wide); long work shows progress on a terminal
+only. The real `ferry` command runs in a subprocess against a real cluster."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import select
+import struct
+import subprocess
+import termios
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from itest_support import FERRY, Cluster, start_cluster
+
+from ferry.client import ConsumeFromWhere, Message, Producer, PullConsumer, SendResult
+
+# long names: a table that folds cells to fit 80 columns breaks them
+TOPIC = "PipeTopic_" + "orders_of_the_north_warehouse_" * 3
+GROUP = "PipeGroup_" + "readers_of_the_north_warehouse_" * 2
+KEY = "order-2026-11-26-000000000000000042"
+BOX = ("│", "┃", "─", "━")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+@dataclass
+class Sent:
+    cluster: Cluster
+    results: list[SendResult]
+
+
+@pytest.fixture(scope="module")
+def sent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sent]:
+    c = start_cluster(tmp_path_factory.mktemp("pipes"))
+    try:
+        with Producer("PipeProducer", c.namesrv) as producer:
+            results = [
+                producer.send(Message(TOPIC, f"body {i}\nsecond line".encode(), keys=[KEY]))
+                for i in range(3)
+            ]
+        with PullConsumer(
+            GROUP, c.namesrv, ConsumeFromWhere.FIRST_OFFSET, auto_commit=False
+        ) as consumer:
+            consumer.subscribe(TOPIC)
+            got: list[object] = []
+            deadline = time.monotonic() + 20
+            while len(got) < 2 and time.monotonic() < deadline:
+                got += consumer.poll(timeout=1.0)
+            consumer.commit()
+        yield Sent(c, results)
+    finally:
+        c.local.stop()
+
+
+def piped(cluster: Cluster, *args: str) -> str:
+    """`ferry admin <args> | cat`: stdout a pipe."""
+    done = subprocess.run(
+        [FERRY, "admin", *args, "-n", cluster.namesrv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def whole_on_a_line(out: str, *values: str) -> None:
+    lines = out.splitlines()
+    for value in values:
+        assert any(value in line for line in lines), f"{value!r} not whole on a line of:\n{out}"
+
+
+def test_piped_tables_are_plain_lines_with_every_copied_value_whole(sent: Sent) -> None:
+    c = sent.cluster
+    ids = [r.msg_id for r in sent.results]
+    offset_ids = [r.offset_msg_id for r in sent.results]
+    by_key = piped(c, "queryMsgByKey", "-t", TOPIC, "-k", KEY)
+    whole_on_a_line(by_key, *ids, *offset_ids)
+    for msg_id in ids:  # `| grep <msgId>` finds exactly its record, with its key
+        found = [ln for ln in by_key.splitlines() if msg_id in ln]
+        assert len(found) == 1 and KEY in found[0]
+    assert "body 0\\nsecond line" in by_key  # a line break inside a body stays inside
+    header = next(ln for ln in by_key.splitlines() if ln.startswith("#msg id"))
+    assert "#offset msg id" in header
+    by_id = piped(c, "queryMsgById", "-i", offset_ids[0])
+    whole_on_a_line(by_id, ids[0], offset_ids[0], TOPIC, KEY)
+    whole_on_a_line(piped(c, "queryMsgByUniqueKey", "-i", ids[1], "-t", TOPIC), ids[1], TOPIC)
+    whole_on_a_line(piped(c, "printMsg", "-t", TOPIC), *ids, *offset_ids)
+    whole_on_a_line(piped(c, "topicList"), TOPIC)
+    whole_on_a_line(piped(c, "topicRoute", "-t", TOPIC), c.broker_addr, TOPIC)
+    whole_on_a_line(piped(c, "topicStatus", "-t", TOPIC), TOPIC)
+    whole_on_a_line(piped(c, "clusterList"), c.broker_addr, "DefaultCluster")
+    whole_on_a_line(piped(c, "brokerStatus", "-b", c.broker_addr), c.broker_addr)
+    whole_on_a_line(piped(c, "topicClusterList", "-t", TOPIC), TOPIC)
+    progress = piped(c, "consumerProgress", "-g", GROUP, "-t", TOPIC)
+    whole_on_a_line(progress, GROUP, TOPIC)
+    for line in progress.splitlines()[2:]:  # one queue per line: topic, broker, queue, ...
+        fields = line.split()
+        assert fields[0] == TOPIC and fields[1] == "broker-a", line
+    outputs = [by_key, by_id, progress, piped(c, "clusterList")]
+    assert not any(box in out for out in outputs for box in BOX)
+
+
+def test_consumer_progress_needs_neither_group_nor_topic(sent: Sent) -> None:
+    c = sent.cluster
+    rows = json.loads(piped(c, "consumerProgress", "-g", GROUP, "--json"))
+    assert {r["topic"] for r in rows} == {TOPIC}  # every topic of the group, -t not needed
+    committed = sum(r["consumer_offset"] for r in rows if isinstance(r["consumer_offset"], int))
+    assert committed >= 2
+    lag = sum(r["lag"] for r in rows if isinstance(r["lag"], int))
+    never = sum(r["broker_offset"] for r in rows if r["consumer_offset"] == "-")
+    assert committed + lag + never == 3
+    groups = json.loads(piped(c, "consumerProgress", "--json"))
+    mine = next(g for g in groups if g["group"] == GROUP)
+    assert mine["topics"] == [TOPIC]
+    assert mine["lag"] == lag
+    table = piped(c, "consumerProgress")
+    line = next(ln for ln in table.splitlines() if ln.startswith(GROUP))
+    assert line.split()[-1] == str(lag)  # the group's total lag, last on its line
+    unknown = subprocess.run(
+        [FERRY, "admin", "consumerProgress", "-g", "NoSuchPipeGroup", "-n", c.namesrv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert unknown.returncode == 3, unknown.stdout
+    assert "NoSuchPipeGroup is unknown" in unknown.stderr
+
+
+# ---- pseudo-terminals ----
+
+
+def on_pty(
+    cluster: Cluster, args: list[str], columns: int, *, stdout_tty: bool = True
+) -> tuple[str, str]:
+    """Runs `ferry admin <args>` with stderr on a pseudo-terminal `columns` wide, and stdout
+    on it too (else a pipe); returns (stdout, what the terminal received)."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm"}
+    proc = subprocess.Popen(
+        [FERRY, "admin", *args, "-n", cluster.namesrv],
+        stdout=slave if stdout_tty else subprocess.PIPE,
+        stderr=slave,
+        env=env,
+    )
+    os.close(slave)
+    seen = bytearray()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the other side closed: everything was read
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    out = ""
+    if proc.stdout is not None:
+        with proc.stdout:
+            out = proc.stdout.read().decode()
+    assert proc.wait(30) == 0, seen.decode(errors="replace")
+    return out, ANSI.sub("", seen.decode(errors="replace")).replace("\r", "")
+
+
+def test_a_40_column_terminal_never_breaks_ids_topics_or_addresses(sent: Sent) -> None:
+    c = sent.cluster
+    ids = [r.msg_id for r in sent.results]
+    offset_ids = [r.offset_msg_id for r in sent.results]
+    _, by_key = on_pty(c, ["queryMsgByKey", "-t", TOPIC, "-k", KEY], 40)
+    whole_on_a_line(by_key, *ids, *offset_ids, KEY)
+    _, by_id = on_pty(c, ["queryMsgById", "-i", offset_ids[0]], 40)
+    whole_on_a_line(by_id, ids[0], offset_ids[0], TOPIC)
+    _, route = on_pty(c, ["topicRoute", "-t", TOPIC], 40)
+    whole_on_a_line(route, c.broker_addr, TOPIC)
+    _, progress = on_pty(c, ["consumerProgress", "-g", GROUP], 40)
+    whole_on_a_line(progress, GROUP, TOPIC)
+    _, clusters = on_pty(c, ["clusterList"], 40)
+    whole_on_a_line(clusters, c.broker_addr)
+    # wide enough: a boxed table, ids still whole
+    _, wide = on_pty(c, ["queryMsgByKey", "-t", TOPIC, "-k", KEY], 250)
+    assert any(box in wide for box in BOX)
+    whole_on_a_line(wide, *ids, *offset_ids)
+
+
+def test_long_work_shows_progress_on_a_terminal_and_is_quiet_in_a_pipe(sent: Sent) -> None:
+    c = sent.cluster
+    for args in (
+        ["printMsg", "-t", TOPIC],
+        ["resetOffsetByTime", "-g", GROUP, "-t", TOPIC, "-s", "0"],
+    ):
+        # stdout piped, stderr on a terminal: the terminal gets nothing but the result
+        out, terminal = on_pty(c, args, 120, stdout_tty=False)
+        assert terminal.strip() == "", terminal
+        assert out.strip()
+        quiet = subprocess.run(
+            [FERRY, "admin", *args, "-n", c.namesrv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    _, shown = on_pty(c, ["printMsg", "-t", TOPIC], 120)
+    assert "reading" in shown  # the progress line, drawn then cleared
