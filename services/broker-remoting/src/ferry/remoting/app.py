@@ -36,6 +36,7 @@ from ferry.protocol.messages import (
     GetMinOffsetRequest,
     GetProducerConnectionListRequest,
     GetTopicStatsRequest,
+    GrantWriteLeaseRequest,
     HeartbeatRequest,
     LockBatchRequest,
     PingRequest,
@@ -86,6 +87,7 @@ from ferry.remoting.stats import SAMPLE_INTERVAL_S, BrokerStats, now_ms
 from ferry.remoting.store_queries import StoreQueryProcessor
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
+from ferry.remoting.write_lease import WriteLease, fenced
 from ferry.runtime import metrics
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.service import Peer, Service, announce_ready
@@ -224,8 +226,15 @@ class RemotingApp:
             topics_changed,
             scheduler_link,
         )
-        service.on(SendMessageRequest, send.handle)
+        # controller mode: writes are acknowledged only under the agent's lease (write_lease.py)
+        lease = WriteLease(
+            config.broker_name, config.enable_controller_mode and config.broker_role != "SLAVE"
+        )
+        self.write_lease = lease
+        service.on(GrantWriteLeaseRequest, lease.grant)
+        service.on(SendMessageRequest, fenced(lease, send.handle))
         self._wire_ha(send)
+        send.after_store = lease.gate(send.after_store)
         service.on(PullMessageRequest, pull.handle)
         service.on(HeartbeatRequest, consumers.heartbeat)
         service.on(UnregisterClientRequest, consumers.unregister)
@@ -244,7 +253,7 @@ class RemotingApp:
             max_level=len(config.delay_levels_ms),
             hold=bool(config.scheduler_endpoint),
         )
-        service.on(ConsumerSendMsgBackRequest, send_back.handle)
+        service.on(ConsumerSendMsgBackRequest, fenced(lease, send_back.handle))
         lock_processor = QueueLockProcessor(locks)
         service.on(LockBatchRequest, lock_processor.lock)
         service.on(UnlockBatchRequest, lock_processor.unlock)
@@ -262,7 +271,7 @@ class RemotingApp:
         end_transaction = EndTransactionProcessor(
             store, self.addr, self.stats, tx_peer, transaction_timeout_ms=timeout_ms
         )
-        service.on(EndTransactionRequest, end_transaction.handle)
+        service.on(EndTransactionRequest, fenced(lease, end_transaction.handle))
         if tx_peer is not None:
             TransactionCheckRelay(service, tx_peer, self.clients, notifier).start()
         self._wire_admin(store, send, pull, notifier)

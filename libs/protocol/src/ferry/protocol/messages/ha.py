@@ -169,6 +169,16 @@ class SlaveSyncReply(Reply, frozen=True, tag="slave_sync_reply"):
 
 
 # this role's requests and replies: AnyRequest and AnyReply (the package) join them
+class GrantWriteLeaseRequest(Request, frozen=True, tag="grant_write_lease"):
+    """Controller mode: the broker's agent tells remoting until when it may acknowledge
+    writes as master (a CLOCK_MONOTONIC time of this host, in seconds: the agent and remoting
+    run on one machine), under which epoch. until 0: not master (now or any more)."""
+
+    code = RequestCode.GRANT_WRITE_LEASE
+    until_monotonic: float
+    epoch: int
+
+
 HaRequest: TypeAlias = (
     StoreReadRawRequest
     | StoreAppendRawRequest
@@ -178,6 +188,7 @@ HaRequest: TypeAlias = (
     | HaWaitAckRequest
     | HaStatusRequest
     | SlaveSyncRequest
+    | GrantWriteLeaseRequest
 )
 
 HaReply: TypeAlias = (

@@ -1,0 +1,113 @@
+"""Fencing in controller mode: remoting acknowledges writes only while it holds a write lease.
+
+The broker's agent (in `ferry serve broker`) grants it after each heartbeat the controller
+answered with "you are master", until a time counted from when the heartbeat was SENT and
+shorter than the controller's heartbeat timeout: so the lease always ends before the
+controller may elect another master. A broker paused (SIGSTOP) past its lease, or cut off from
+the controller, acknowledges nothing when it resumes, even a put it stored: the put may be
+cut from its log when it rejoins as a slave, and the client sends it again to the new master.
+Without controller mode there is no lease: every write is acknowledged as before.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+from ferry.protocol.codes import SendStatus
+from ferry.protocol.errors import FerryError, ServiceNotAvailableError
+from ferry.protocol.messages import AnyReply, GrantWriteLeaseRequest, OkReply, SendMessageReply
+from ferry.runtime.service import Call, Payload
+
+AfterStore = Callable[[Call, SendMessageReply, int], None]
+Handler = Callable[[Any, Call], Any]
+
+
+def fenced(lease: WriteLease, handler: Handler) -> Handler:
+    """handler, refused at once while a lease is enforced and lapsed (nothing is written)."""
+    if not lease.enforced:
+        return handler
+
+    def checked(req: Any, call: Call) -> Any:
+        lease.check()
+        return handler(req, call)
+
+    return checked
+
+
+class WriteLease:
+    def __init__(self, broker_name: str, enforced: bool) -> None:
+        self._broker_name = broker_name
+        self.enforced = enforced
+        self.until = 0.0
+        self.epoch = 0
+        self.refused = 0  # writes not acknowledged for want of a lease
+
+    def grant(self, req: GrantWriteLeaseRequest, _call: Call) -> OkReply:
+        if req.epoch < self.epoch:
+            raise ServiceNotAvailableError(
+                f"lease of epoch {req.epoch} refused: this broker is at epoch {self.epoch}"
+            )
+        self.epoch = req.epoch
+        self.until = req.until_monotonic
+        return OkReply()
+
+    def lapsed(self) -> bool:
+        return self.enforced and time.monotonic() >= self.until
+
+    def error(self) -> FerryError:
+        self.refused += 1
+        return ServiceNotAvailableError(
+            f"broker {self._broker_name} holds no write lease (controller mode: it is not "
+            "master, or has not heard from the controller in time); send again: the route "
+            "moves to the group's master",
+            retriable=True,
+        )
+
+    def check(self) -> None:
+        """Before a write is taken."""
+        if self.lapsed():
+            raise self.error()
+
+    def remaining_ms(self) -> int:
+        return max(0, int((self.until - time.monotonic()) * 1000))
+
+    def gate(self, after_store: AfterStore) -> AfterStore:
+        """after_store, with a stored send acknowledged only while the lease holds (checked
+        again at the moment of the answer: a SYNC_MASTER's wait for its slaves may outlast
+        the lease)."""
+        if not self.enforced:
+            return after_store
+
+        def gated(call: Call, reply: SendMessageReply, end_offset: int) -> None:
+            if reply.status == SendStatus.SEND_OK and self.lapsed():
+                call.fail(self.error())
+                return
+            after_store(cast(Call, _LeaseCheckedCall(call, self)), reply, end_offset)
+
+        return gated
+
+
+class _LeaseCheckedCall:
+    """A Call whose SEND_OK answer turns into a refusal once the lease lapsed."""
+
+    def __init__(self, call: Call, lease: WriteLease) -> None:
+        self._call = call
+        self._lease = lease
+
+    def reply(self, body: AnyReply, payload: Payload | None = None) -> None:
+        if (
+            isinstance(body, SendMessageReply)
+            and body.status == SendStatus.SEND_OK
+            and self._lease.lapsed()
+        ):
+            self._call.fail(self._lease.error())
+            return
+        self._call.reply(body, payload)
+
+    def fail(self, err: FerryError) -> None:
+        self._call.fail(err)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._call, name)
