@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pytest
 from itest_support import FERRY, Cluster, start_cluster
 
-from ferry.client import ConsumeFromWhere, Message, Producer, PullConsumer, SendResult
+from ferry.client import Admin, ConsumeFromWhere, Message, Producer, PullConsumer, SendResult
 
 # long names: a table that folds cells to fit 80 columns breaks them
 TOPIC = "PipeTopic_" + "orders_of_the_north_warehouse_" * 3
@@ -62,8 +62,7 @@ def piped(cluster: Cluster, *args: str) -> str:
     """`ferry admin <args> | cat`: stdout a pipe."""
     done = subprocess.run(
         [FERRY, "admin", *args, "-n", cluster.namesrv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,  # stdout a pipe, as `| grep` makes it
         text=True,
         timeout=60,
         check=False,
@@ -217,3 +216,27 @@ def test_long_work_shows_progress_on_a_terminal_and_is_quiet_in_a_pipe(sent: Sen
         assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
     _, shown = on_pty(c, ["printMsg", "-t", TOPIC], 120)
     assert "reading" in shown  # the progress line, drawn then cleared
+
+
+def test_a_commit_past_the_max_offset_is_clamped_and_lag_is_never_negative(sent: Sent) -> None:
+    c = sent.cluster
+    with Admin(c.namesrv) as admin:
+        queue = sent.results[0].queue
+        top = admin.max_offset(queue)
+        assert top >= 1
+        admin.update_consumer_offset("PipeClamp", queue, top + 1000)
+        assert admin.consumer_offset("PipeClamp", queue) == top  # RocketMQ's end of queue
+        admin.update_consumer_offset("PipeClamp", queue, top - 1)  # within: kept as given
+        assert admin.consumer_offset("PipeClamp", queue) == top - 1
+        admin.update_consumer_offset("PipeClamp", queue, top + 5)
+        rows = admin.consumer_progress("PipeClamp", TOPIC)
+    assert all(r.lag is None or r.lag >= 0 for r in rows)
+    mine = next(r for r in rows if r.queue == queue)
+    assert (mine.consumer_offset, mine.lag) == (top, 0)
+    # a queue the store never wrote to has max offset 0: a commit there is kept at 0
+    with Admin(c.namesrv) as admin:
+        empty = next(q for q in admin.queues(TOPIC) if admin.max_offset(q) == 0)
+        admin.update_consumer_offset("PipeClamp", empty, 7)
+        assert admin.consumer_offset("PipeClamp", empty) == 0
+    progress = json.loads(piped(c, "consumerProgress", "-g", "PipeClamp", "--json"))
+    assert progress and all(r["lag"] == "-" or r["lag"] >= 0 for r in progress)

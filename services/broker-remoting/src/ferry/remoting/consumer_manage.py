@@ -161,7 +161,10 @@ class ConsumerManager:
             )
         return OffsetReply(offset=offset)
 
-    def update_offset(self, req: UpdateConsumerOffsetRequest, _call: Call) -> OkReply:
+    def update_offset(self, req: UpdateConsumerOffsetRequest, call: Call) -> None:
+        """Commits the entries, each clamped to its queue's max offset as the store has it:
+        an offset past the end would hide the messages stored up to it and show a negative
+        lag. When the store cannot tell (down, slow), the entries are committed as given."""
         check_group(req.consumer_group)
         for entry in req.entries:  # all checked before any is applied
             check_topic(entry.topic)
@@ -170,9 +173,53 @@ class ConsumerManager:
                     f"bad offset entry {entry.topic}:{entry.queue_id} -> {entry.offset}"
                 )
         self._groups.ensure(req.consumer_group)
+        by_topic: dict[str, set[int]] = {}
         for entry in req.entries:
-            self._offsets.commit(req.consumer_group, entry.topic, entry.queue_id, entry.offset)
-        return OkReply()
+            by_topic.setdefault(entry.topic, set()).add(entry.queue_id)
+        tops: dict[tuple[str, int], int] = {}
+        waiting = [len(by_topic)]
+
+        def commit_all() -> None:
+            for entry in req.entries:
+                offset = entry.offset
+                top = tops.get((entry.topic, entry.queue_id))
+                if top is not None and offset > top:
+                    log.info(
+                        "group %s committed %d on %s:%d past its max offset %d: kept %d",
+                        req.consumer_group,
+                        offset,
+                        entry.topic,
+                        entry.queue_id,
+                        top,
+                        top,
+                    )
+                    offset = top
+                self._offsets.commit(req.consumer_group, entry.topic, entry.queue_id, offset)
+            call.reply(OkReply())
+
+        def answered(topic: str, queue_ids: set[int]) -> Callable[[AnyReply, list[Any]], None]:
+            def on_reply(body: AnyReply, _frames: list[Any]) -> None:
+                if isinstance(body, StoreQueueOffsetsReply):
+                    found = {q.queue_id: q.max_offset for q in body.queues}
+                    for queue_id in queue_ids:  # a queue the store never saw is empty
+                        tops[(topic, queue_id)] = found.get(queue_id, 0)
+                else:
+                    log.debug("no max offsets of %s to clamp commits with: %s", topic, body)
+                waiting[0] -= 1
+                if waiting[0] == 0:
+                    commit_all()
+
+            return on_reply
+
+        if not by_topic:
+            call.reply(OkReply())
+            return
+        for topic, queue_ids in sorted(by_topic.items()):
+            self._store.request(
+                StoreQueueOffsetsRequest(topic=topic, queue_ids=sorted(queue_ids)),
+                answered(topic, queue_ids),
+                timeout_s=STORE_QUERY_TIMEOUT_S,
+            )
 
     def max_offset(self, req: GetMaxOffsetRequest, call: Call) -> None:
         self._queue_offset(req.topic, req.queue_id, call, lambda q: q.max_offset)
