@@ -97,17 +97,29 @@ def find_log_end(log_: CommitLog, start: int) -> int:
 
 
 def recover(
-    log_: CommitLog, queues: ConsumeQueueTable, checkpoint: CheckpointData | None
+    log_: CommitLog,
+    queues: ConsumeQueueTable,
+    checkpoint: CheckpointData | None,
+    truncate_to: int | None = None,
 ) -> RecoveryReport:
-    """Runs after the log's segments and the queues' files are loaded."""
+    """Runs after the log's segments and the queues' files are loaded. truncate_to: the log
+    ends there at the latest (controller mode: a broker rejoining as a slave drops what its
+    group did not keep, ferry.runtime.epoch_file)."""
     if checkpoint is None:  # nothing is known to be good: verify everything
         scan_from = dispatch_from = log_.min_offset
     else:
         scan_from = checkpoint.log_flushed
         dispatch_from = checkpoint.cq_flushed
     end = find_log_end(log_, scan_from)
+    if truncate_to is not None and truncate_to < end:
+        log.warning(
+            "recovery: the log is cut at %d as asked (%d bytes its group did not keep)",
+            truncate_to,
+            end - truncate_to,
+        )
+        end = max(truncate_to, log_.min_offset)
     cut = _has_bytes_past(log_, end)
-    if cut:
+    if cut and truncate_to is None:
         log.warning("recovery: the log's tail past offset %d is torn or corrupt: cut there", end)
     log_.truncate(end)
     log_.flushed = min(checkpoint.log_flushed, end) if checkpoint else log_.min_offset

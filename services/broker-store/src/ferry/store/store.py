@@ -29,7 +29,7 @@ from ferry.protocol.messages import QueueStat, StoreStatusReply
 from ferry.protocol.names import check_topic
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.dir_lock import DirLock, LastStop
-from ferry.store import pull_runs
+from ferry.store import pull_runs, truncation
 from ferry.store.batch import scan_batch
 from ferry.store.checkpoint import Checkpoint, CheckpointData
 from ferry.store.commit_log import CommitLog
@@ -128,7 +128,8 @@ class MessageStore:
             queues.load()
             clean = lock.last_stop() is LastStop.CLEAN
             saved = checkpoint.read()
-            report = recover(commit_log, queues, saved)
+            cut_at = truncation.read(root)
+            report = recover(commit_log, queues, saved, cut_at)
             (log.info if clean else log.warning)(
                 "%s; log end %d (verified from %d), %d entries dropped, %d re-dispatched; "
                 "files loaded and checked in %.0f ms",
@@ -156,6 +157,7 @@ class MessageStore:
             )
             store._written = saved or CheckpointData()
             store.recovery = report
+            truncation.done(root, commit_log)
             store.retention.check_disk()
             lock.mark_running()
         except BaseException:
