@@ -79,7 +79,11 @@ class HaApp:
         addr = f"{self.config.advertised_host}:{port}"
         role = self.config.broker_role
         announce_ready(SERVICE_NAME, endpoint=endpoint, addr=addr, role=role)
-        if self.config.is_slave:
+        if self.config.is_slave and not self.config.ha_master_address:
+            # controller mode: no master known yet; the broker agent restarts this service
+            # with haMasterAddress once the controller names one
+            log.info("slave of %s: waiting to be told its master", self.config.broker_name)
+        elif self.config.is_slave:
             self.slave = SlaveReplicator(self.config, self.service, self.store, addr)
             self.slave.start()
             self.service.on_stop(self.slave.stop)

@@ -35,8 +35,8 @@ class HaConfig(BrokerConfig, kw_only=True):
                 "a master's ha-replicator follows its store's feed: set storeFeedEndpoint "
                 "(the store's READY line gives feed=)"
             )
-        if self.is_slave and not self.ha_master_address:
+        if self.is_slave and not self.ha_master_address and not self.enable_controller_mode:
             raise ConfigError(
                 "a SLAVE's ha-replicator needs haMasterAddress (host:port of the master's "
-                "haListenPort)"
+                "haListenPort), unless enableControllerMode=true (the controller names it)"
             )
