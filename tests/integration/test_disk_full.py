@@ -225,9 +225,14 @@ def test_with_the_guard_off_the_disk_itself_refuses_and_the_index_lags_then_catc
     disk: Path,
 ) -> None:
     # diskUsedRatioOverride=0: the guard never refuses (nor does retention ever delete); the
-    # store writes into the blocks it reserved until it needs new ones. Index files of 500
-    # messages: the index needs a new file while the disk has no byte left.
-    settings = {**SETTINGS, "diskUsedRatioOverride": "0", "maxIndexNum": "1000"}
+    # store writes until it needs a block it cannot have. Index files of 500 messages whose
+    # 20 KB of slots do not fit in what is left: the index needs a new file and cannot have it.
+    settings = {
+        **SETTINGS,
+        "diskUsedRatioOverride": "0",
+        "maxIndexNum": "1000",
+        "maxHashSlotNum": "5000",
+    }
     cluster = start_local_cluster(str(disk), overrides=settings)
     try:
         run_guard_off(cluster, disk)
@@ -258,16 +263,16 @@ def run_guard_off(cluster: LocalCluster, disk: Path) -> None:
         for i in range(100):
             assert send(i) is None
         filler = Filler(disk)
-        filler.leave(0)
-        # the segment and the queue's blocks are reserved: sends go on with no byte free
+        filler.leave(8 * 1024)  # a few more pages of the queue; not the index file's slots
         refused = None
         i = 100
         while refused is None:
             i += 1
             refused = send(i)
             assert i < 2000, "no refusal on a full disk"
-        assert "no space left" in refused.message and "CommitLog segment" in refused.message
-        assert len(acked) > 600  # past the index's first file
+        assert "no space left" in refused.message, refused.message
+        assert "ConsumeQueue DiskFull/0" in refused.message, refused.message
+        assert len(acked) > 520  # past the index's first file
         new_queue = send(i, "Later")  # its ConsumeQueue has no block reserved
         assert new_queue is not None and "ConsumeQueue Later/0" in new_queue.message
         assert alive(cluster) == names
