@@ -19,6 +19,8 @@ from ferry.protocol.errors import ConfigError
 from ferry.runtime.files import fsync_dir
 
 FILE_NAME = "epochFileCheckpoint"
+# a one-shot request to the store's next start: cut the CommitLog at the offset it holds
+CUT_FILE = "truncateCommitLogTo"
 
 Epoch = tuple[int, int]  # (epoch, CommitLog offset where it began)
 
@@ -86,3 +88,24 @@ def truncate_point(mine: Sequence[Epoch], group: Sequence[Epoch], my_end: int) -
     if mine_later:
         end = min(end, mine_later[0])
     return min(end, my_end)
+
+
+def request_cut(root: Path, offset: int) -> None:
+    """Asks the next start of the store under `root` to end its CommitLog at `offset`
+    (ferry.store.truncation carries it out and removes the request)."""
+    path = root / CUT_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"{offset}\n", encoding="ascii")
+    os.replace(tmp, path)
+    fsync_dir(root)
+
+
+def read_cut(root: Path) -> int | None:
+    path = root / CUT_FILE
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return None
+    if not text.isdigit():
+        raise ConfigError(f"{path} must hold one CommitLog offset, not {text!r}")
+    return int(text)

@@ -1,7 +1,7 @@
-"""A one-shot request to cut the CommitLog at start-up: the file `truncateCommitLogTo` under
-storePathRootDir holds an offset. The broker agent (controller mode) writes it, with the store
-stopped, when the broker rejoins its group as a slave and holds bytes the group did not keep;
-the store cuts its log there as recovery cuts a torn tail (ConsumeQueue entries past it go
+"""A one-shot request to cut the CommitLog at start-up (ferry.runtime.epoch_file writes and
+reads it): the file `truncateCommitLogTo` under storePathRootDir holds an offset. The broker
+agent (controller mode) writes it when the broker rejoins its group as a slave and holds bytes
+the group did not keep, then restarts the store; the store cuts its log there as recovery cuts a torn tail (ConsumeQueue entries past it go
 too), makes the cut durable, and only then removes the file, so a crash in between cuts again
 at the same offset and nothing written after the cut is ever cut by it.
 """
@@ -11,33 +11,15 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ferry.protocol.errors import ConfigError
+from ferry.runtime import epoch_file
 from ferry.runtime.files import fsync_dir
 from ferry.store.commit_log import CommitLog
 
 log = logging.getLogger("ferry.store.truncation")
 
-FILE_NAME = "truncateCommitLogTo"
-
-
-def request(root: Path, offset: int) -> None:
-    """Asks the next start of the store under `root` to cut its log at `offset`."""
-    path = root / FILE_NAME
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(f"{offset}\n", encoding="ascii")
-    tmp.replace(path)
-    fsync_dir(root)
-
-
-def read(root: Path) -> int | None:
-    path = root / FILE_NAME
-    try:
-        text = path.read_text(encoding="ascii").strip()
-    except FileNotFoundError:
-        return None
-    if not text.isdigit():
-        raise ConfigError(f"{path} must hold one CommitLog offset, not {text!r}")
-    return int(text)
+FILE_NAME = epoch_file.CUT_FILE
+request = epoch_file.request_cut
+read = epoch_file.read_cut
 
 
 def done(root: Path, log_: CommitLog) -> None:
