@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 # a restart held back this long leaves a window in which clients use the broker without the
 # service (the fast policy restarts in 0.1 s, which a test cannot reliably send into)
-SLOW_RESTART = "first_wait=2,max_wait=2,max_crashes=5,window=60"
+SLOW_RESTART = "first_wait=1,max_wait=1,max_crashes=5,window=60"
 
 # how soon a consumer whose long poll was held at the kill gets a message sent after the restart
 # (without the fix for the store's kill: the hold time and remoting's grace, 25 s)
@@ -192,7 +192,7 @@ def test_every_acknowledged_key_is_found_after_a_kill_under_load_of(
     tmp_path: Path, namesrv: ServedNamesrv, killed: str
 ) -> None:
     """kill -9 of the index (or the store) of `ferry serve broker` while a producer sends keyed
-    messages, restarted 2 s later: queryMsgByKey finds every acknowledged key, those sent
+    messages, restarted 1 s later: queryMsgByKey finds every acknowledged key, those sent
     while the index was down included (it catches up from the CommitLog, not from the feed
     it missed)."""
     broker = ServedBroker(tmp_path / "broker", namesrv.addr, SLOW_RESTART)
@@ -288,7 +288,7 @@ def test_delayed_messages_arrive_once_after_a_kill_of(
     tmp_path: Path, namesrv: ServedNamesrv, killed: str
 ) -> None:
     """Delay level 1 (1 s) and timer messages sent before a kill -9 of the scheduler (some
-    delivered, some due), while it is down (2 s) and after it, are each delivered exactly
+    delivered, some due), while it is down (1 s) and after it, are each delivered exactly
     once (counted by message id) once it is back. Killing the store instead, with deliveries
     under way (its sends stop first: a send retried across the kill may be stored twice),
     every message is delivered once as well."""
@@ -320,6 +320,28 @@ def test_delayed_messages_arrive_once_after_a_kill_of(
             sender.wait_more(100)
         sender.stop()
         want = set(sender.acked_ids())
+        late = ""
+        if killed == "broker-store":
+            # one sent once the store is back: how long the scheduler takes to deliver it
+            with Producer("pg-later-after", namesrv.addr, send_timeout_ms=5000) as producer:
+                sent_at, sent_ms = time.monotonic(), time.time_ns() // 1_000_000
+                after_id = producer.send(Message("Later", b"after", delay_level=1)).msg_id
+            want.add(after_id)
+            drain_ids(consumer, {after_id}, seen, timeout=30)
+            took = time.monotonic() - sent_at
+            stored_s = (
+                (seen[after_id][0].store_timestamp - sent_ms) / 1000 if after_id in seen else 0
+            )
+            late = (
+                f"; one sent after the restart (due in 1 s) came {took:.1f} s later "
+                f"(put on its topic by the scheduler {stored_s:.1f} s after the send)"
+            )
+            # KNOWN GAP (reported): the scheduler's long-polling gets held in the killed store
+            # are retried only at their timeout (queue_poll.py: 5 s hold + 10 s)
+            if took > HELD_POLL_ANSWERED_WITHIN_S + 1:
+                print(
+                    f"KNOWN GAP: a level-1 message sent after the store's restart took {took:.1f} s"
+                )
         drain_ids(consumer, want, seen)
         # remoting's link to the scheduler reconnected too: its status comes through remoting
         status = wait_for(lambda: done_status(broker.addr), 30, "the scheduler to finish")
@@ -345,7 +367,7 @@ def test_delayed_messages_arrive_once_after_a_kill_of(
         print(
             f"kill -9 of {killed}: {len(want)} delayed messages delivered, {len(re_put)} of them "
             f"twice (known gap), {while_down} sent while it was down; "
-            f"{skipped} repeat(s) skipped by the scheduler's recovery"
+            f"{skipped} repeat(s) skipped by the scheduler's recovery{late}"
         )
         assert broker.stop() == 0
     finally:
