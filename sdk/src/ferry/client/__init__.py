@@ -25,6 +25,7 @@ from ferry.client.producer import Producer
 from ferry.client.pull_consumer import PullConsumer
 from ferry.client.push_consumer import PushConsumer
 from ferry.client.queries import PullResult
+from ferry.client.selector import MessageQueueSelector, select_by_hash, select_random
 from ferry.client.tracing_setup import enable_tracing
 from ferry.client.transaction import (
     LocalTransactionState,
@@ -65,6 +66,7 @@ __all__ = [
     "MessageIllegalError",
     "MessageModel",
     "MessageQueue",
+    "MessageQueueSelector",
     "NoPermissionError",
     "Producer",
     "PullConsumer",
@@ -84,4 +86,6 @@ __all__ = [
     "TransactionProducer",
     "TransactionSendResult",
     "enable_tracing",
+    "select_by_hash",
+    "select_random",
 ]

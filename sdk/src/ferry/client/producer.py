@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
+from typing import Any
 
 from opentelemetry import trace
 
@@ -28,6 +29,7 @@ from ferry.client.latency_fault import (
 from ferry.client.lifecycle import Lifecycle
 from ferry.client.message import (
     Message,
+    MessageQueue,
     SendResult,
     encode_message,
     encode_plain_batch,
@@ -39,6 +41,7 @@ from ferry.client.message import (
 from ferry.client.outgoing import Outgoing, joined_result, send_request
 from ferry.client.publish import Publisher, Target
 from ferry.client.route import parse_namesrv
+from ferry.client.selector import Selector, choose
 from ferry.client.transport import expect
 from ferry.protocol.errors import (
     FerryError,
@@ -196,10 +199,36 @@ class Producer(Lifecycle):
 
     # ---- sends ----
 
-    def send(self, msg: Message) -> SendResult:
-        """Sends and waits for the broker; raises the typed error after the last retry."""
-        out = self._prepare_one(msg)
-        return self._send_sync(out, self.send_timeout_s)
+    def send(
+        self,
+        msg: Message,
+        to: MessageQueue | Selector | int | None = None,
+        arg: Any = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        """Sends and waits for the broker; raises the typed error after the last retry.
+
+        As RocketMQ's send: send(msg), send(msg, timeout_ms), send(msg, queue) and
+        send(msg, queue, timeout_ms) to a queue of the topic, send(msg, selector, arg) and
+        send(msg, selector, arg, timeout_ms) to the queue a MessageQueueSelector (a callable,
+        or an object with select(mqs, msg, arg)) picks from the topic's write queues. A
+        retriable failure is retried on the same queue (re-selected from a fresh route with
+        a selector), never on another of the selector's choosing.
+        """
+        if isinstance(to, int):  # send(msg, timeout_ms)
+            if isinstance(to, bool):
+                raise InvalidParameterError(f"send(msg, {to}): not a queue, selector or timeout")
+            to, timeout_ms = None, to
+        elif isinstance(to, MessageQueue) and isinstance(arg, int) and timeout_ms is None:
+            arg, timeout_ms = None, arg  # send(msg, queue, timeout_ms)
+        timeout_s = self.send_timeout_s
+        if timeout_ms is not None:
+            if timeout_ms <= 0:
+                raise InvalidParameterError(f"timeout_ms must be positive, not {timeout_ms}")
+            timeout_s = timeout_ms / 1000
+        if to is None:
+            return self._send_sync(self._prepare_one(msg), timeout_s)
+        return self._send_chosen(self._prepare([msg]), msg, to, arg, timeout_s)
 
     def send_batch(self, msgs: Iterable[Message]) -> SendResult:
         """Sends messages of one topic in one request and one frame.
@@ -279,12 +308,17 @@ class Producer(Lifecycle):
                 return sender.submit_plain(topic, plain)
         return sender.submit(self._prepare_one(msg))
 
-    def send_oneway(self, msg: Message) -> None:
-        """Fire and forget: no reply, no retry."""
+    def send_oneway(
+        self, msg: Message, to: MessageQueue | Selector | None = None, arg: Any = None
+    ) -> None:
+        """Fire and forget: no reply, no retry. `to`: a queue, or a selector given `arg`."""
         out = self._prepare([msg])
         inst, publisher = self._parts()
         try:
-            target = publisher.next_target(out.topic)
+            if to is None:
+                target = publisher.next_target(out.topic)
+            else:
+                target = self._chosen_target(publisher, out.topic, msg, to, arg)
             assert target is not None
             inst.connection(target.address).send_oneway(
                 send_request(self.group, out, target, self.default_topic_queue_nums),
@@ -292,7 +326,7 @@ class Producer(Lifecycle):
                 traceparent=out.traceparent,
                 tracestate=out.tracestate,
             )
-        except FerryError as err:
+        except Exception as err:  # a FerryError, or the selector's own failure
             inst.tracing.end(out.span, err)
             raise
         inst.tracing.end(out.span, address=target.address, queue_id=target.queue.queue_id)
@@ -312,6 +346,48 @@ class Producer(Lifecycle):
         return result
 
     # ---- internals ----
+
+    @staticmethod
+    def _chosen_target(
+        publisher: Publisher, topic: str, msg: Message, to: MessageQueue | Selector, arg: Any
+    ) -> Target:
+        queue = (
+            to
+            if isinstance(to, MessageQueue)
+            else choose(to, publisher.write_queues(topic), msg, arg)
+        )
+        return publisher.queue_target(topic, queue)
+
+    def _send_chosen(
+        self, out: Outgoing, msg: Message, to: MessageQueue | Selector, arg: Any, timeout_s: float
+    ) -> SendResult:
+        """A send to the given queue or the selector's; retriable failures are retried on
+        the queue (chosen again from a fresh route) within the timeout."""
+        inst, publisher = self._parts()
+        deadline = time.monotonic() + timeout_s
+        last_error: FerryError | None = None
+        for attempt in range(1 + self.retry_times):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                target = self._chosen_target(publisher, out.topic, msg, to, arg)
+                result = self._attempt(out, target, remaining)
+            except FerryError as err:
+                last_error = err
+                if not err.retriable:
+                    break
+                log.debug("send to %s failed (attempt %d): %s", out.topic, attempt + 1, err)
+                publisher.failed(out.topic)
+                continue
+            except Exception as err:  # the selector's own failure
+                inst.tracing.end(out.span, err)
+                raise
+            inst.tracing.end(out.span, address=target.address, queue_id=target.queue.queue_id)
+            return result
+        final = last_error or RequestTimeoutError(f"send to {out.topic} timed out")
+        inst.tracing.end(out.span, final)
+        raise final
 
     def _started(self) -> ClientInstance:
         inst = self._instance

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ferry.client.latency_fault import LatencyFaultTolerance
 from ferry.client.message import MessageQueue
 from ferry.client.route import RouteCache, TopicRoute
-from ferry.protocol.errors import TopicNotExistError
+from ferry.protocol.errors import BrokerNotExistError, InvalidParameterError, TopicNotExistError
 from ferry.protocol.names import AUTO_CREATE_TOPIC_KEY
 
 # How long a TBW102-derived route is reused before the name server is asked again: the name
@@ -151,6 +151,27 @@ class Publisher:
         route, default_topic = self._writable(topic)
         queue = route.write_queues[orderly_index(sharding_key, len(route.write_queues))]
         return Target(queue, route.master_addrs[queue.broker_name], default_topic)
+
+    def write_queues(self, topic: str) -> tuple[MessageQueue, ...]:
+        """The topic's write queues, as a MessageQueueSelector is given them."""
+        return self._writable(topic)[0].write_queues
+
+    def queue_target(self, topic: str, queue: MessageQueue) -> Target:
+        """A given queue of `topic` (send to a queue, or a selector's choice); its broker must
+        have a master in the topic's route (the route is fetched again once if not)."""
+        if queue.topic != topic:
+            raise InvalidParameterError(f"queue {queue} is not a queue of topic {topic!r}")
+        for attempt in range(2):
+            route, default_topic = self._writable(topic)
+            addr = route.master_addrs.get(queue.broker_name)
+            if addr is not None:
+                return Target(queue, addr, default_topic)
+            if attempt == 0:
+                self.failed(topic)
+        raise BrokerNotExistError(
+            f"broker {queue.broker_name!r} of queue {queue} has no master serving {topic!r}",
+            retriable=False,
+        )
 
     def failed(self, topic: str) -> None:
         self._fallbacks.pop(topic, None)
