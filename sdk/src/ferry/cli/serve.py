@@ -34,7 +34,7 @@ def serve(
         typer.Argument(
             metavar="SERVICE",
             help="namesrv | broker | broker-store | broker-remoting | "
-            "ha-replicator | index | scheduler | checkback",
+            "ha-replicator | index | scheduler | checkback | controller",
         ),
     ],
     conf: Annotated[Path | None, typer.Option("-c", "--conf", help="broker.conf")] = None,
@@ -76,9 +76,15 @@ def on_signals() -> threading.Event:
     return stop
 
 
-def supervise(cluster: Any, stop: threading.Event, say: Callable[[str], None]) -> None:
+def supervise(
+    cluster: Any,
+    stop: threading.Event,
+    say: Callable[[str], None],
+    agent_config: Any = None,
+) -> None:
     """Restarts cluster's services that exit until `stop` is set, then stops them all;
-    exits 1 if every service was given up on."""
+    exits 1 if every service was given up on. agent_config (a BrokerConfig in controller
+    mode): a broker agent speaks for the group to the controller meanwhile."""
     from ferry.runtime.supervisor import Supervisor
 
     supervisor = Supervisor(
@@ -86,9 +92,17 @@ def supervise(cluster: Any, stop: threading.Event, say: Callable[[str], None]) -
         say=lambda message: say(f"[supervisor] {message}"),
         error=lambda message: fail(f"[supervisor] {message}"),
     )
+    agent = None
+    if agent_config is not None:
+        from ferry.runtime.broker_agent import BrokerAgent
+
+        agent = BrokerAgent(agent_config, cluster, supervisor, lambda m: say(f"[agent] {m}"))
+        agent.start()
     try:
         kept = supervisor.run(stop)
     finally:
+        if agent is not None:
+            agent.stop()
         cluster.stop()
     if not kept:
         raise typer.Exit(1)
@@ -136,6 +150,8 @@ def _serve_broker(conf: Path | None, overrides: list[str]) -> None:
         RestartPolicy.from_env()  # a bad FERRY_RESTART_POLICY fails before anything starts
         stop = on_signals()
         cluster = LocalCluster()
+        if config.enable_controller_mode:  # every replica starts as a slave; the agent knows
+            parsed = {**parsed, "brokerRole": "SLAVE"}
         start_broker_services(
             cluster,
             str(config.store_root),
@@ -149,5 +165,5 @@ def _serve_broker(conf: Path | None, overrides: list[str]) -> None:
     except FerryError as err:
         fail(str(err))
         raise typer.Exit(1) from None
-    relay.write(f"READY broker addr={cluster.broker_addr}")
-    supervise(cluster, stop, relay.write)
+    relay.write(f"READY broker addr={cluster.broker_addr} ha={cluster.ha_addr}")
+    supervise(cluster, stop, relay.write, config if config.enable_controller_mode else None)

@@ -1,0 +1,252 @@
+"""Controller mode's broker side: a thread in `ferry serve broker` that speaks for its broker
+group's replica to the controller (RocketMQ 5's ReplicasManager).
+
+Every brokerHeartbeatInterval it reads its store's log end (and, as master, which slaves are in
+sync), heartbeats to the controller and follows the answer:
+
+- named master: its first answer in an epoch restarts the role-bearing services as master (the
+  epoch file then holds the group's epochs); later answers renew remoting's write lease, until
+  the heartbeat's SEND time plus the granted lease_ms (write_lease.py in remoting);
+- another replica named master: a master revokes its lease at once; then it rejoins as a
+  slave of the new master: it cuts its CommitLog where its history and the group's part
+  (epoch_file.truncate_point), and restarts those services as a slave;
+- no answer: nothing; the lease runs out by itself, so an isolated master stops taking writes
+  before the controller may elect another.
+
+Services take a role only at start (Supervisor.reconfigure restarts them with new keys). The
+index serves any role and keeps running.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from ferry.protocol.messages import (
+    AnyRequest,
+    ControllerHeartbeatReply,
+    ControllerHeartbeatRequest,
+    ControllerRegisterBrokerReply,
+    ControllerRegisterBrokerRequest,
+    EpochEntry,
+    ErrorReply,
+    GrantWriteLeaseRequest,
+    HaStatusReply,
+    HaStatusRequest,
+    StoreStatusReply,
+    StoreStatusRequest,
+)
+from ferry.protocol.messages.controller import MASTER_ROLE, SLAVE_ROLE
+from ferry.protocol.rpc import BlockingClient
+from ferry.runtime import epoch_file
+from ferry.runtime.config import BrokerConfig
+from ferry.runtime.launcher import LocalCluster
+from ferry.runtime.supervisor import Supervisor
+
+log = logging.getLogger("ferry.broker_agent")
+
+# what a role change restarts (the index follows the store whatever the role)
+ROLE_SERVICES = ("broker-store", "scheduler", "checkback", "ha-replicator", "broker-remoting")
+ASK_TIMEOUT_MS = 1000
+LOCAL_TIMEOUT_MS = 500  # the group's own services, on this host
+
+
+def entries(epochs: Sequence[EpochEntry]) -> list[tuple[int, int]]:
+    return [(e.epoch, e.start_offset) for e in epochs]
+
+
+class BrokerAgent:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        cluster: LocalCluster,
+        supervisor: Supervisor,
+        say: Callable[[str], None] = print,
+    ) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.supervisor = supervisor
+        self._say = say
+        self.root = Path(config.store_root).resolve()
+        self.replica_id = config.broker_id
+        # the role it serves as master: broker.conf's, or SYNC_MASTER where that says SLAVE
+        self.master_role = config.broker_role if config.broker_role != "SLAVE" else "SYNC_MASTER"
+        self.role = SLAVE_ROLE  # `ferry serve broker` starts every replica as a slave
+        mine = epoch_file.load(self.root)
+        self.epoch = mine[-1][0] if mine else 0
+        self.master_ha = ""
+        self.registered = False
+        self.lease_until = 0.0
+        self.beats = 0
+        self._controllers = [a.strip() for a in config.controller_addr.split(";") if a.strip()]
+        self._next = 0  # the controller asked first (the last one that answered)
+        self._ctx: zmq.Context[Any] = zmq.Context()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="broker-agent", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._ctx.destroy(linger=0)
+
+    def _run(self) -> None:
+        interval = self.config.broker_heartbeat_interval / 1000
+        while not self._stop.is_set():
+            began = time.monotonic()
+            try:
+                self.beat()
+            except Exception:  # the agent must outlive any one bad answer
+                log.exception("broker agent: a heartbeat round failed")
+            self._stop.wait(max(0.0, interval - (time.monotonic() - began)))
+
+    # ---- one round ----
+
+    def beat(self) -> None:
+        end = self._log_end()
+        if end is None:
+            return  # the store restarts: nothing true to report
+        if not self.registered:
+            self._register(end)
+            return
+        in_sync = self._in_sync() if self.role == MASTER_ROLE else []
+        sent_at = time.monotonic()
+        reply = self._ask(
+            ControllerHeartbeatRequest(
+                cluster=self.config.broker_cluster_name,
+                broker_name=self.config.broker_name,
+                replica_id=self.replica_id,
+                addr=self.cluster.broker_addr,
+                ha_addr=self.cluster.ha_addr,
+                max_offset=end,
+                epoch=self.epoch,
+                role=self.role,
+                sync_state_set=in_sync,
+            )
+        )
+        if isinstance(reply, ControllerHeartbeatReply):
+            self.beats += 1
+            self._follow(reply, sent_at, end)
+        elif isinstance(reply, ErrorReply) and "not registered" in reply.message:
+            self.registered = False
+
+    def _register(self, end: int) -> None:
+        reply = self._ask(
+            ControllerRegisterBrokerRequest(
+                cluster=self.config.broker_cluster_name,
+                broker_name=self.config.broker_name,
+                replica_id=self.replica_id,
+                addr=self.cluster.broker_addr,
+                ha_addr=self.cluster.ha_addr,
+                priority=self.config.broker_election_priority,
+                max_offset=end,
+                epochs=[EpochEntry(e, s) for e, s in epoch_file.load(self.root)],
+            )
+        )
+        if isinstance(reply, ControllerRegisterBrokerReply):
+            self.registered = True
+            self._say(f"registered with the controller as replica {self.replica_id}")
+
+    def _follow(self, reply: ControllerHeartbeatReply, sent_at: float, end: int) -> None:
+        if reply.master_id == self.replica_id:
+            if self.role != MASTER_ROLE or reply.epoch != self.epoch:
+                self._become_master(reply)
+            elif reply.lease_ms > 0:
+                self._grant(sent_at + reply.lease_ms / 1000, reply.epoch)
+            return
+        if not reply.master_id:
+            return  # no master yet: the controller elects one
+        if self.role == MASTER_ROLE:
+            self._grant(0.0, reply.epoch)  # fenced at once, before anything else
+            self._become_slave(reply, end)
+        elif reply.master_ha_addr != self.master_ha or reply.epoch != self.epoch:
+            self._become_slave(reply, end)
+
+    # ---- role changes ----
+
+    def _become_master(self, reply: ControllerHeartbeatReply) -> None:
+        epoch_file.save(self.root, entries(reply.epochs))
+        self.role, self.epoch, self.master_ha = MASTER_ROLE, reply.epoch, ""
+        self.lease_until = 0.0
+        self._say(
+            f"elected master of {self.config.broker_name} at epoch {reply.epoch}: restarting "
+            f"{', '.join(ROLE_SERVICES)} as {self.master_role}"
+        )
+        for name in ROLE_SERVICES:
+            self.supervisor.reconfigure(name, {"brokerRole": self.master_role})
+
+    def _become_slave(self, reply: ControllerHeartbeatReply, end: int) -> None:
+        group = entries(reply.epochs)
+        cut = epoch_file.truncate_point(epoch_file.load(self.root), group, end)
+        if cut < end:
+            epoch_file.request_cut(self.root, cut)
+            self._say(
+                f"cutting the CommitLog from {end} to {cut}: the group's epoch "
+                f"{reply.epoch} does not hold those bytes"
+            )
+        epoch_file.save(self.root, [(e, s) for e, s in group if s <= cut])
+        self.role, self.epoch, self.master_ha = SLAVE_ROLE, reply.epoch, reply.master_ha_addr
+        self.lease_until = 0.0
+        self._say(
+            f"slave of replica {reply.master_id} ({reply.master_ha_addr}) at epoch {reply.epoch}"
+        )
+        settings = {"brokerRole": "SLAVE", "haMasterAddress": reply.master_ha_addr}
+        for name in ROLE_SERVICES:
+            self.supervisor.reconfigure(name, settings)
+
+    # ---- the group's own services ----
+
+    def _grant(self, until: float, epoch: int) -> None:
+        answer = self._local(
+            self.cluster.broker_addr, GrantWriteLeaseRequest(until_monotonic=until, epoch=epoch)
+        )
+        if answer is not None:
+            self.lease_until = until
+
+    def _log_end(self) -> int | None:
+        answer = self._local(self.cluster.store_endpoint, StoreStatusRequest())
+        return answer.max_offset if isinstance(answer, StoreStatusReply) else None
+
+    def _in_sync(self) -> list[int]:
+        """This master and the slaves within haMaxGapNotInSync that acked within
+        haMaxTimeSlaveNotCatchup."""
+        answer = self._local(self.cluster.ha_addr, HaStatusRequest())
+        ids = [self.replica_id]
+        if isinstance(answer, HaStatusReply):
+            now_ms = time.time() * 1000
+            window = self.config.ha_max_time_slave_not_catchup
+            ids += [
+                s.broker_id
+                for s in answer.slaves
+                if s.in_sync and now_ms - s.last_ack_ms <= window and s.broker_id != self.replica_id
+            ]
+        return sorted(ids)
+
+    def _local(self, endpoint: str, request: AnyRequest) -> Any:
+        if not endpoint:
+            return None
+        if "://" not in endpoint:
+            endpoint = f"tcp://{endpoint}"
+        with BlockingClient(endpoint, self._ctx) as client:
+            answer = client.call(request, LOCAL_TIMEOUT_MS)
+        return None if answer is None else answer[0]
+
+    def _ask(self, request: AnyRequest) -> Any:
+        """The first controller of controllerAddr that answers (the last good one first)."""
+        count = len(self._controllers)
+        for i in range(count):
+            index = (self._next + i) % count
+            with BlockingClient(f"tcp://{self._controllers[index]}", self._ctx) as client:
+                answer = client.call(request, ASK_TIMEOUT_MS)
+            if answer is not None:
+                self._next = index
+                return answer[0]
+        return None
