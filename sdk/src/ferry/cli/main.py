@@ -1,4 +1,5 @@
-"""The `ferry` command and the RocketMQ-habit aliases mqadmin, mqnamesrv, mqbroker.
+"""The `ferry` command and the RocketMQ-habit aliases mqadmin, mqnamesrv, mqbroker,
+mqcontroller.
 
 Start-up is mostly imports (issue 24.6): nothing heavy is imported here or at the top of the
 command modules (the client, zmq, msgspec, rich, OpenTelemetry and ferry.runtime are imported
@@ -15,6 +16,7 @@ import typer
 from ferry.cli import (
     admin,
     admin_broker,  # noqa: F401  (registers its commands on admin.app)
+    admin_controller,  # noqa: F401  (registers its commands on admin.app)
     admin_groups,  # noqa: F401  (registers its commands on admin.app)
     admin_messages,  # noqa: F401  (registers its commands on admin.app)
     admin_scheduler,  # noqa: F401  (registers its commands on admin.app)
@@ -71,3 +73,8 @@ def mqnamesrv() -> None:
 def mqbroker() -> None:
     sys.argv = [sys.argv[0], "serve", "broker", *sys.argv[1:]]
     app(prog_name="mqbroker")
+
+
+def mqcontroller() -> None:
+    sys.argv = [sys.argv[0], "serve", "controller", *sys.argv[1:]]
+    app(prog_name="mqcontroller")

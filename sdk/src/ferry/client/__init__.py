@@ -11,6 +11,7 @@ Traces: every client makes OpenTelemetry spans from the global TracerProvider (o
 """
 
 from ferry.client.admin import Admin
+from ferry.client.controller_admin import ControllerAdmin
 from ferry.client.message import (
     ConsumeFromWhere,
     ConsumeResult,
@@ -58,6 +59,7 @@ __all__ = [
     "ConnectionFailedError",
     "ConsumeFromWhere",
     "ConsumeResult",
+    "ControllerAdmin",
     "FerryError",
     "InvalidParameterError",
     "LocalTransactionState",

@@ -30,6 +30,7 @@ MODULES = {
     "console": "ferry.console",
     "scheduler": "ferry.scheduler",
     "checkback": "ferry.scheduler.checkback",
+    "controller": "ferry.controller",
 }
 
 LineSink = Callable[[str, str], None]
