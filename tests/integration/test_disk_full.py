@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from ferry.client import Admin, ConsumeFromWhere, Message, MessageExt, Producer,
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.errors import DiskFullError
 from ferry.runtime.launcher import LocalCluster, start_broker_services, start_local_cluster
+from ferry.runtime.small_disk import small_disk
 
 pytestmark = pytest.mark.integration
 
@@ -47,22 +47,29 @@ SETTINGS = {
 }
 
 
+StartCluster = Callable[[Path, dict[str, str]], LocalCluster]
+
+
+@pytest.fixture
+def clusters() -> Iterator[StartCluster]:
+    """Starts a name server and a broker group on a data dir; stops them after the test."""
+    started: list[LocalCluster] = []
+
+    def start(data_dir: Path, settings: dict[str, str]) -> LocalCluster:
+        started.append(start_local_cluster(str(data_dir), overrides=settings))
+        return started[-1]
+
+    yield start
+    for cluster in started:
+        cluster.stop()
+
+
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
-    where = tmp_path / "disk"
-    where.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
+    with small_disk(tmp_path / "disk", DISK) as refused:
+        if refused:
+            pytest.skip(f"cannot mount a tmpfs here (needs root): {refused}")
+        yield tmp_path / "disk"
 
 
 class Filler:
@@ -104,16 +111,9 @@ def offsets_file(disk: Path) -> dict[str, dict[str, int]]:
 
 
 def test_a_full_disk_refuses_sends_serves_reads_and_loses_nothing_acknowledged(
-    disk: Path,
+    disk: Path, clusters: StartCluster
 ) -> None:
-    cluster = start_local_cluster(str(disk), overrides=SETTINGS)
-    try:
-        run(cluster, disk)
-    finally:
-        cluster.stop()
-
-
-def run(cluster: LocalCluster, disk: Path) -> None:
+    cluster = clusters(disk, SETTINGS)
     names = alive(cluster)
     acked: dict[int, bytes] = {}  # queue offset -> body
     filler = Filler(disk)
@@ -222,7 +222,7 @@ def run(cluster: LocalCluster, disk: Path) -> None:
 
 
 def test_with_the_guard_off_the_disk_itself_refuses_and_the_index_lags_then_catches_up(
-    disk: Path,
+    disk: Path, clusters: StartCluster
 ) -> None:
     # diskUsedRatioOverride=0: the guard never refuses (nor does retention ever delete); the
     # store writes until it needs a block it cannot have. Index files of 500 messages whose
@@ -233,14 +233,7 @@ def test_with_the_guard_off_the_disk_itself_refuses_and_the_index_lags_then_catc
         "maxIndexNum": "1000",
         "maxHashSlotNum": "5000",
     }
-    cluster = start_local_cluster(str(disk), overrides=settings)
-    try:
-        run_guard_off(cluster, disk)
-    finally:
-        cluster.stop()
-
-
-def run_guard_off(cluster: LocalCluster, disk: Path) -> None:
+    cluster = clusters(disk, settings)
     names = alive(cluster)
     acked: dict[int, bytes] = {}
     with Admin(cluster.namesrv_addr) as admin:
@@ -305,40 +298,37 @@ def run_guard_off(cluster: LocalCluster, disk: Path) -> None:
 
 
 def test_a_producer_sends_to_another_broker_while_one_disk_is_full(
-    disk: Path, tmp_path: Path
+    disk: Path, tmp_path: Path, clusters: StartCluster
 ) -> None:
     """DiskFullError is retriable: the retry goes to another broker, and with latency fault
     avoidance later sends stay away from the full one."""
-    cluster = start_local_cluster(str(disk), overrides=SETTINGS)
+    cluster = clusters(disk, SETTINGS)
     broker_a = cluster.broker_addr
-    try:
-        start_broker_services(
-            cluster,
-            str(tmp_path / "broker-b"),
-            namesrv_addr=cluster.namesrv_addr,
-            overrides={**SETTINGS, "brokerName": "broker-b"},
+    start_broker_services(
+        cluster,
+        str(tmp_path / "broker-b"),
+        namesrv_addr=cluster.namesrv_addr,
+        overrides={**SETTINGS, "brokerName": "broker-b"},
+    )
+    with Admin(cluster.namesrv_addr) as admin:
+        wait_for(lambda: len(admin.master_addrs()) == 2, what="two brokers registered")
+        admin.create_topic(TOPIC, 2, 2)
+        Filler(disk).leave(0)
+
+        def a_is_full() -> bool:
+            info = admin.broker_runtime_info(broker_a)
+            return float(info["commitLogDiskRatio"]) >= 0.9  # what the guard measured
+
+        wait_for(a_is_full, timeout=5, what="broker-a's guard to see its disk full")
+    # queues are taken in turn: every other send tries broker-a first, then retries
+    for avoid in (False, True):
+        producer = Producer(
+            "pg-two", cluster.namesrv_addr, retry_times=2, send_latency_fault_enable=avoid
         )
-        with Admin(cluster.namesrv_addr) as admin:
-            wait_for(lambda: len(admin.master_addrs()) == 2, what="two brokers registered")
-            admin.create_topic(TOPIC, 2, 2)
-            Filler(disk).leave(0)
-
-            def a_is_full() -> bool:
-                info = admin.broker_runtime_info(broker_a)
-                return float(info["commitLogDiskRatio"]) >= 0.9  # what the guard measured
-
-            wait_for(a_is_full, timeout=5, what="broker-a's guard to see its disk full")
-        # queues are taken in turn: every other send tries broker-a first, then retries
-        for avoid in (False, True):
-            producer = Producer(
-                "pg-two", cluster.namesrv_addr, retry_times=2, send_latency_fault_enable=avoid
-            )
-            with producer:
-                stored = [producer.send(Message(TOPIC, b"%d" % i)) for i in range(40)]
-            assert {r.queue.broker_name for r in stored} == {"broker-b"}
-        assert alive(cluster) == sorted(sp.name for sp in cluster.processes)
-    finally:
-        cluster.stop()
+        with producer:
+            stored = [producer.send(Message(TOPIC, b"%d" % i)) for i in range(40)]
+        assert {r.queue.broker_name for r in stored} == {"broker-b"}
+    assert alive(cluster) == sorted(sp.name for sp in cluster.processes)
 
 
 def drain(consumer: PullConsumer, count: int) -> list[MessageExt]:

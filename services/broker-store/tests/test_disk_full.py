@@ -8,7 +8,6 @@ process, not fail an assertion. So these tests pass only when the store refuses 
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 from ferry.protocol import record
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.errors import DiskFullError
+from ferry.runtime.small_disk import small_disk
 from ferry.store.store import MessageStore
 
 MakeBatch = Callable[..., bytes]
@@ -29,20 +29,10 @@ BODY = b"d" * 900
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
     """A 4 MiB tmpfs at tmp_path/disk (skipped, saying why, where mounting is not allowed)."""
-    where = tmp_path / "disk"
-    where.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
+    with small_disk(tmp_path / "disk", DISK) as refused:
+        if refused:
+            pytest.skip(f"cannot mount a tmpfs here (needs root): {refused}")
+        yield tmp_path / "disk"
 
 
 def fill(disk: Path, leave: int) -> Path:
