@@ -240,3 +240,34 @@ def test_a_commit_past_the_max_offset_is_clamped_and_lag_is_never_negative(sent:
         assert admin.consumer_offset("PipeClamp", empty) == 0
     progress = json.loads(piped(c, "consumerProgress", "-g", "PipeClamp", "--json"))
     assert progress and all(r["lag"] == "-" or r["lag"] >= 0 for r in progress)
+
+
+def test_mqadmin_spellings_work(sent: Sent) -> None:
+    c = sent.cluster
+    to_queue = json.loads(
+        piped(c, "sendMessage", "-t", TOPIC, "-p", "to 2", "-b", "broker-a", "-i", "2", "--json")
+    )
+    assert (to_queue["broker"], to_queue["queue_id"]) == ("broker-a", 2)
+    read = json.loads(
+        piped(
+            c, "consumeMessage", "-t", TOPIC, "-b", "broker-a", "-i", "2", "--wait", "1", "--json"
+        )
+    )
+    assert to_queue["msg_id"] in [m["msg_id"] for m in read]
+    assert {m["queue_id"] for m in read} == {2}
+    keyed = json.loads(
+        piped(c, "queryMsgByKey", "-t", TOPIC, "-k", KEY, "-b", "0", "-m", "2", "--json")
+    )
+    assert len(keyed) == 2
+    with_bodies = piped(c, "printMsg", "-t", TOPIC, "-d", "true")  # mqadmin's -d takes a word
+    assert with_bodies.count("# message ") >= 3  # one record per message, whole bodies
+    without = piped(c, "printMsg", "-t", TOPIC, "-d", "false")
+    assert "# message " not in without and sent.results[0].msg_id in without
+    status = piped(c, "brokerStatus", "-c", "DefaultCluster")  # -b is optional, as there
+    whole_on_a_line(status, f"# broker {c.broker_addr}")
+    assert json.loads(piped(c, "clusterList", "--clusterName", "DefaultCluster", "--json"))
+    piped(c, "updateSubGroup", "--groupName", "PipeDropped")
+    with Admin(c.namesrv) as admin:
+        assert "PipeDropped" in [g.group_name for g in admin.sub_groups(c.broker_addr)]
+        piped(c, "deleteSubGroup", "-g", "PipeDropped", "-r", "true")  # -r takes a word there
+        assert "PipeDropped" not in [g.group_name for g in admin.sub_groups(c.broker_addr)]

@@ -51,7 +51,13 @@ Topic = Annotated[
 Group = Annotated[
     str,
     typer.Option(
-        "-g", "--group", metavar="GROUP", help="consumer group", autocompletion=complete_group
+        "-g",
+        "--group",
+        "--groupName",
+        "--consumerGroup",
+        metavar="GROUP",
+        help="consumer group",
+        autocompletion=complete_group,
     ),
 ]
 Cluster = Annotated[
@@ -59,6 +65,7 @@ Cluster = Annotated[
     typer.Option(
         "-c",
         "--cluster",
+        "--clusterName",
         metavar="CLUSTER",
         help="every master of it",
         autocompletion=complete_cluster,
@@ -96,11 +103,13 @@ def update_topic(
     topic: Topic,
     namesrv: Namesrv = DEFAULT_NAMESRV,
     cluster: Annotated[
-        str | None, typer.Option("-c", "--cluster", help="every broker of it")
+        str | None, typer.Option("-c", "--cluster", "--clusterName", help="every broker of it")
     ] = None,
-    broker: Annotated[str | None, typer.Option("-b", "--broker-addr", help="one broker")] = None,
-    read_queues: Annotated[int, typer.Option("-r", "--read-queue-nums")] = 8,
-    write_queues: Annotated[int, typer.Option("-w", "--write-queue-nums")] = 8,
+    broker: Annotated[
+        str | None, typer.Option("-b", "--broker-addr", "--brokerAddr", help="one broker")
+    ] = None,
+    read_queues: Annotated[int, typer.Option("-r", "--read-queue-nums", "--readQueueNums")] = 8,
+    write_queues: Annotated[int, typer.Option("-w", "--write-queue-nums", "--writeQueueNums")] = 8,
     perm: Annotated[int, typer.Option("-p", "--perm", help="2 W, 4 R, 6 RW")] = 6,
     json: Json = False,
 ) -> None:
@@ -182,10 +191,37 @@ def topic_status(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = 
 
 
 @app.command("clusterList")
-def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False) -> None:
+def cluster_list(
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    only: Annotated[
+        str | None,
+        typer.Option(
+            "-c",
+            "--clusterName",
+            "--cluster",
+            metavar="CLUSTER",
+            help="this cluster only",
+            autocompletion=complete_cluster,
+        ),
+    ] = None,
+    json: Json = False,
+) -> None:
     """Clusters, their broker groups and addresses."""
     with admin_session(namesrv) as admin:
         info = admin.cluster_info()
+    if only is not None:
+        if only not in info.clusters:
+            from ferry.cli.output import not_found
+
+            not_found(f"cluster {only} is unknown to the name server")
+        import msgspec
+
+        kept = set(info.clusters[only])
+        info = msgspec.structs.replace(
+            info,
+            clusters={only: info.clusters[only]},
+            brokers={n: d for n, d in info.brokers.items() if n in kept},
+        )
     if json:
         print_json(info)
         return

@@ -49,7 +49,10 @@ def update_sub_group(
     broadcast: Annotated[str | None, typer.Option("-d", "--consumeBroadcastEnable")] = None,
     retry_queues: Annotated[int | None, typer.Option("-q", "--retryQueueNums")] = None,
     retry_max: Annotated[int | None, typer.Option("-r", "--retryMaxTimes")] = None,
-    notify: Annotated[str | None, typer.Option("-a", "--notifyConsumerIdsChangedEnable")] = None,
+    notify: Annotated[
+        str | None,
+        typer.Option("-a", "--notifyConsumerIdsChangedEnable", "--notifyConsumerIdsChanged"),
+    ] = None,
     json: Json = False,
 ) -> None:
     """Create or update a subscription group (what is not given keeps its value)."""

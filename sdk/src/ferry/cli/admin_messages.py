@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ferry.cli.admin import DEFAULT_NAMESRV, Json, Namesrv, Topic, admin_session, app
+from ferry.cli.admin import (
+    DEFAULT_NAMESRV,
+    BrokerAddr,
+    Cluster,
+    Json,
+    Namesrv,
+    Topic,
+    admin_session,
+    app,
+)
 from ferry.cli.completion import complete_group, complete_topic
 from ferry.cli.output import die, not_found, print_json, print_table, progress, show_time
 from ferry.cli.tables import Free
@@ -70,23 +79,33 @@ def send_message(
     body: Annotated[str, typer.Option("-p", "--body", help="message body (utf-8)")],
     namesrv: Namesrv = DEFAULT_NAMESRV,
     tags: Annotated[str | None, typer.Option("-c", "--tags")] = None,
-    keys: Annotated[str | None, typer.Option("-k", "--keys", help="space-separated")] = None,
+    keys: Annotated[
+        str | None, typer.Option("-k", "--keys", "--key", help="space-separated")
+    ] = None,
+    broker: Annotated[
+        str | None, typer.Option("-b", "--broker", help="to this broker's queue -i")
+    ] = None,
+    queue_id: Annotated[int | None, typer.Option("-i", "--qid", help="queue id (with -b)")] = None,
     count: Annotated[
         int, typer.Option("--count", help="send it this many times (a progress bar on a TTY)")
     ] = 1,
     json: Json = False,
 ) -> None:
-    """Send a message (--count times) and print where the last one was stored."""
+    """Send a message (--count times) and print where the last one was stored; to one
+    queue with -b and -i."""
     if count < 1:
         raise typer.BadParameter("--count must be at least 1")
-    from ferry.client import Message, Producer
+    if (broker is None) != (queue_id is None):
+        raise typer.BadParameter("-b (broker name) and -i (queue id) go together")
+    from ferry.client import Message, MessageQueue, Producer
 
     msg = Message(topic, body.encode(), tags=tags, keys=keys.split() if keys else None)
+    queue = MessageQueue(topic, broker, queue_id) if broker and queue_id is not None else None
     try:
         with Producer("TOOLS_PRODUCER", namesrv) as producer, progress() as bar:
             task = bar.add_task(f"sending to {topic}", total=count)
             for _ in range(count):
-                result = producer.send(msg)
+                result = producer.send(msg, queue)
                 bar.advance(task)
     except FerryError as err:
         die(err)
@@ -139,15 +158,31 @@ def _show(title: str, msgs: list[MessageExt], json: bool) -> None:
 def consume_message(
     topic: Topic,
     namesrv: Namesrv = DEFAULT_NAMESRV,
-    count: Annotated[int, typer.Option("-c", "--count", help="at most this many")] = 32,
+    count: Annotated[
+        int, typer.Option("-c", "--count", "--MessageNumber", help="at most this many")
+    ] = 32,
+    broker: Annotated[
+        str | None, typer.Option("-b", "--brokerName", help="this broker's queues only")
+    ] = None,
+    queue_id: Annotated[int | None, typer.Option("-i", "--queueId", help="this queue only")] = None,
+    offset: Annotated[int, typer.Option("-o", "--offset", help="from this queue offset")] = 0,
     wait: Annotated[float, typer.Option("--wait", help="seconds to wait for more")] = 2.0,
     json: Json = False,
 ) -> None:
-    """Read messages of a topic from the beginning, without committing any offset."""
+    """Read messages of a topic (of one broker -b, one queue -i) from the beginning or -o,
+    without committing any offset."""
     try:
         with admin_session(namesrv) as admin:
-            queues = admin.queues(topic)
-        msgs = _read_from(namesrv, dict.fromkeys(queues, 0), count, wait)
+            queues = [
+                q
+                for q in admin.queues(topic)
+                if (broker is None or q.broker_name == broker)
+                and (queue_id is None or q.queue_id == queue_id)
+            ]
+        if not queues:
+            which = f"{broker or '*'}#{'*' if queue_id is None else queue_id}"
+            not_found(f"{topic} has no queue {which}")
+        msgs = _read_from(namesrv, dict.fromkeys(queues, offset), count, wait)
     except FerryError as err:
         die(err)
     _show(f"{len(msgs)} messages of {topic}", msgs, json)
@@ -156,8 +191,10 @@ def consume_message(
 @app.command("printMsgByQueue")
 def print_msg_by_queue(
     topic: Topic,
-    broker: Annotated[str, typer.Option("-b", "--broker-name")],
-    queue_id: Annotated[int, typer.Option("-i", "--queue-id")],
+    broker: Annotated[
+        str, typer.Option("-a", "-b", "--brokerName", "--broker-name", help="broker name")
+    ],
+    queue_id: Annotated[int, typer.Option("-i", "--queueId", "--queue-id")],
     namesrv: Namesrv = DEFAULT_NAMESRV,
     begin: Annotated[int, typer.Option("-o", "--offset", help="first queue offset")] = 0,
     count: Annotated[int, typer.Option("-c", "--count")] = 32,
@@ -177,8 +214,8 @@ def print_msg_by_queue(
 @app.command("queryMsgByOffset")
 def query_msg_by_offset(
     topic: Topic,
-    broker: Annotated[str, typer.Option("-b", "--broker-name")],
-    queue_id: Annotated[int, typer.Option("-i", "--queue-id")],
+    broker: Annotated[str, typer.Option("-b", "--brokerName", "--broker-name")],
+    queue_id: Annotated[int, typer.Option("-i", "--queueId", "--queue-id")],
     offset: Annotated[int, typer.Option("-o", "--offset")],
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json: Json = False,
@@ -351,18 +388,23 @@ def _check_group_known(admin: Admin, group: str) -> None:
 
 @app.command("brokerStatus")
 def broker_status(
-    broker_addr: Annotated[str, typer.Option("-b", "--broker-addr")],
+    broker_addr: BrokerAddr = None,
+    cluster: Cluster = None,
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json: Json = False,
 ) -> None:
-    """A broker's runtime figures."""
+    """A broker's runtime figures (-b), or those of every master (of -c)."""
+    from ferry.client import admin_ops
+
     with admin_session(namesrv) as admin:
-        info = admin.broker_runtime_info(broker_addr)
-    if json:
-        print_json(info)
+        addrs = admin_ops.targets(admin, cluster, broker_addr)
+        infos = {a: admin.broker_runtime_info(a) for a in addrs}
+    if json:  # one broker asked for: its figures alone, as before
+        print_json(infos[broker_addr] if broker_addr else infos)
         return
-    rows = [(k, _readable(k, v)) for k, v in sorted(info.items())]
-    print_table(f"broker {broker_addr}", ["key", "value"], rows, fields=True)
+    for addr, info in infos.items():
+        rows = [(k, _readable(k, v)) for k, v in sorted(info.items())]
+        print_table(f"broker {addr}", ["key", "value"], rows, fields=True)
 
 
 def _readable(key: str, value: str) -> str:

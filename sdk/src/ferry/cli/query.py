@@ -24,13 +24,17 @@ if TYPE_CHECKING:
 BODY_PREVIEW = 80
 ROCKETMQ_TIME = "%Y-%m-%d#%H:%M:%S:%f"  # mqadmin's yyyy-MM-dd#HH:mm:ss:SSS
 
-Begin = Annotated[
+End = Annotated[str | None, typer.Option("-e", "--endTimestamp", help="as --beginTimestamp")]
+# queryMsgByKey: mqadmin's -b (begin) too; -f is Ferry's older spelling, kept
+KeyBegin = Annotated[
     str | None,
     typer.Option(
-        "-f", "--beginTimestamp", help="ms since the epoch, ISO 8601 or yyyy-MM-dd#HH:mm:ss:SSS"
+        "-b",
+        "-f",
+        "--beginTimestamp",
+        help="ms since the epoch, ISO 8601 or yyyy-MM-dd#HH:mm:ss:SSS",
     ),
 ]
-End = Annotated[str | None, typer.Option("-e", "--endTimestamp", help="as --beginTimestamp")]
 
 
 def parse_time(text: str | None, default: int) -> int:
@@ -177,9 +181,11 @@ def query_msg_by_id(
 def query_msg_by_key(
     topic: Topic,
     key: Annotated[str, typer.Option("-k", "--msgKey", help="a key from the message's KEYS")],
-    begin: Begin = None,
+    begin: KeyBegin = None,
     end: End = None,
-    max_num: Annotated[int, typer.Option("-c", "--maxNum", help="at most this many")] = 32,
+    max_num: Annotated[
+        int, typer.Option("-m", "-c", "--maxNum", help="at most this many (-c: older)")
+    ] = 32,
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json: Json = False,
 ) -> None:
