@@ -469,7 +469,8 @@ class Decisions:
             )
         skey = state_key(req.cluster, req.broker_name)
         compare = [mod_revision_is(skey, group.state_rev)]
-        if state.master_id:  # the master must still be dead when this commits
+        if state.master_id and (whole or state.master_id in ids):
+            # the master must still be dead when this commits
             compare.append(absent(alive_key(req.cluster, req.broker_name, state.master_id)))
         if not req.clean_living:
             compare += [absent(alive_key(req.cluster, req.broker_name, i)) for i in ids]
