@@ -12,6 +12,7 @@ queue offset its send reported.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -80,14 +81,20 @@ class Filler:
         self.path = disk / "filler"
 
     def leave(self, free: int) -> None:
-        st = os.statvfs(self.disk)
-        now_free = st.f_bavail * st.f_frsize
-        have = self.path.stat().st_size if self.path.exists() else 0
-        size = have + now_free - free
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            if size > have:
-                os.posix_fallocate(fd, have, size - have)
+            for _ in range(20):  # the broker's processes write too: measure again and retry
+                st = os.statvfs(self.disk)
+                grow = st.f_bavail * st.f_frsize - free
+                if grow <= 0:
+                    return
+                try:
+                    os.posix_fallocate(fd, os.fstat(fd).st_size, grow)
+                    return
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+            pytest.fail(f"could not leave {free} bytes free on {self.disk}")
         finally:
             os.close(fd)
 

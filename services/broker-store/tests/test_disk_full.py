@@ -152,3 +152,28 @@ def test_the_ratio_guard_refuses_the_stores_own_writes_before_the_disk_is_full(
         assert 0.6 <= ratio < 0.8, ratio  # refused early: a quarter of the headroom late at most
         st = os.statvfs(disk)
         assert st.f_bavail * st.f_frsize > 512 * 1024
+
+
+def test_a_store_killed_on_a_full_disk_restores_its_queue_entries_in_their_pages(
+    disk: Path, make_config: MakeConfig, batch: MakeBatch, crash: Callable[[MessageStore], None]
+) -> None:
+    # queue files of 1000 entries: the last entries lie near a page's end, and the usual
+    # reservation ahead would ask for the next page, which a full disk does not have
+    config = make_config(
+        store_path_root_dir=str(disk / "store"),
+        mapped_file_size_consume_queue=20 * 1000,
+        disk_space_warning_level_ratio=99,
+    )
+    store = MessageStore.open(config)
+    store.put("Kill", 0, 200, batch("Kill", [b"k"] * 200))
+    queue_file = store.queues.queues[("Kill", 0)].files[0].path
+    crash(store)
+    fd = os.open(queue_file, os.O_WRONLY)
+    try:
+        os.pwrite(fd, bytes(5 * 20), 195 * 20)  # the last 5 entries never reached the file
+    finally:
+        os.close(fd)
+    fill(disk, 0)
+    with MessageStore.open(config) as store:
+        assert store.recovery is not None and store.recovery.redispatched == 5
+        assert bodies(store, "Kill") == [b"k"] * 200

@@ -11,7 +11,9 @@ order).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import logging
 import os
 from enum import Enum
 from pathlib import Path
@@ -20,6 +22,8 @@ from ferry.protocol.errors import ServiceNotAvailableError
 from ferry.runtime.files import fsync_dir
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+log = logging.getLogger("ferry.runtime.dir_lock")
 
 
 class DirLockedError(ServiceNotAvailableError):
@@ -70,7 +74,17 @@ class DirLock:
 
     def mark_running(self) -> None:
         tmp = self.abort_path.with_suffix(".tmp")
-        tmp.write_text(boot_id() + "\n")
+        try:
+            tmp.write_text(boot_id() + "\n")
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            if exc.errno != errno.ENOSPC or not self.abort_path.exists():
+                raise
+            # A full disk after an unclean stop: the last run's marker stays. A crash of this
+            # run still reads as one (as a machine crash if the boot differs: the careful way),
+            # and a service that only reads must not be kept from starting by a page.
+            log.warning("no space to rewrite %s: the last run's marker stays", self.abort_path)
+            return
         os.replace(tmp, self.abort_path)
         fsync_dir(self.root)
 

@@ -14,6 +14,7 @@ kill the process with SIGBUS. Files stay sparse past what was reserved.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 from collections.abc import Iterator
@@ -134,8 +135,17 @@ class ConsumeQueue:
         while pos < stop:
             f = self._file_for_write(pos)
             at = pos - f.start
-            upto = min(f.size, max(stop - f.start, at + RESERVE_AHEAD))
-            os.posix_fallocate(f.fd, at, upto - at)
+            need = min(f.size, stop - f.start)
+            upto = min(f.size, max(need, at + RESERVE_AHEAD))
+            try:
+                os.posix_fallocate(f.fd, at, upto - at)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC or upto == need:
+                    raise
+                # no room ahead: what the entries need may still fit (in a page that is
+                # allocated already, e.g. when recovery re-dispatches on a full disk)
+                os.posix_fallocate(f.fd, at, need - at)
+                upto = need
             pos = self._reserved = f.start + upto
 
     def append(self, entries: bytes | bytearray | memoryview, store_ms: int) -> None:
