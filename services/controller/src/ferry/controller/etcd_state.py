@@ -20,7 +20,12 @@ from typing import Any
 import msgspec
 import requests
 from etcd3gw.client import Etcd3Client
-from etcd3gw.exceptions import Etcd3Exception
+from etcd3gw.exceptions import (
+    ConnectionFailedError,
+    ConnectionTimeoutError,
+    Etcd3Exception,
+    InternalServerError,
+)
 
 from ferry.controller.model import (
     PREFIX,
@@ -88,6 +93,21 @@ def prefix_end(prefix: str) -> bytes:
     return bytes(raw)
 
 
+class EtcdRejectedError(ControllerNotLeaderError):
+    """etcd answered, but refused the request (a lease that lapsed meanwhile, a value too
+    large): not an outage, so no backoff and no other endpoint."""
+
+
+# what says etcd is away (as opposed to a request it refused)
+UNREACHABLE = (
+    ConnectionFailedError,
+    ConnectionTimeoutError,
+    InternalServerError,
+    requests.RequestException,
+    ValueError,  # an answer that is not JSON
+)
+
+
 class Etcd:
     """etcd3gw clients for the endpoints, one used at a time; one thread uses it."""
 
@@ -116,10 +136,12 @@ class Etcd:
                 client = self._clients[self._current]
                 try:
                     result = client.post(client.get_url(path), json=body)
-                except (Etcd3Exception, requests.RequestException, ValueError) as exc:
+                except UNREACHABLE as exc:
                     error = f"{self.endpoints[self._current]}: {describe(exc)}"
                     self._current = (self._current + 1) % len(self._clients)
                     continue
+                except Etcd3Exception as exc:
+                    raise EtcdRejectedError(f"etcd refused {path}: {describe(exc)}") from None
                 if not self.reachable:
                     log.info("etcd reachable again at %s", self.endpoints[self._current])
                 self.reachable = True

@@ -24,7 +24,15 @@ import msgspec
 from ferry.controller import election
 from ferry.controller.config import ControllerConfig
 from ferry.controller.election import Candidate
-from ferry.controller.etcd_state import Etcd, absent, delete, delete_prefix, mod_revision_is, put
+from ferry.controller.etcd_state import (
+    Etcd,
+    EtcdRejectedError,
+    absent,
+    delete,
+    delete_prefix,
+    mod_revision_is,
+    put,
+)
 from ferry.controller.model import (
     CONTROLLERS_PREFIX,
     AliveDoc,
@@ -68,6 +76,7 @@ log = logging.getLogger("ferry.controller")
 
 ATTEMPTS = 4  # reads and transactions of one request before it gives up (retriable)
 CONTROLLER_TTL_S = 10  # a controller's own registration (getControllerMetaData)
+MAX_ADDR = 300
 
 
 def check_group_names(cluster: str, broker_name: str) -> None:
@@ -81,7 +90,9 @@ def check_addr(what: str, addr: str, *, required: bool = True) -> None:
     if not addr and not required:
         return
     host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+    if len(addr) > MAX_ADDR or not sep or not host or not port.isdigit():
+        raise InvalidParameterError(f"{what} {addr[:MAX_ADDR]!r} is not host:port")
+    if not 0 < int(port) <= 65535:
         raise InvalidParameterError(f"{what} {addr!r} is not host:port")
 
 
@@ -205,9 +216,24 @@ class Decisions:
         compare = [mod_revision_is(state_key(req.cluster, req.broker_name), group.state_rev)]
         ops: list[dict[str, Any]] = []
         new_state = None
-        fenced = state is not None and state.master_id == me and state.handover_to not in (0, me)
-        if state is not None and state.master_id == me and not fenced:
-            new_state = self._sync_state_set_change(group, state, req)
+        fenced = False
+        if state is not None and state.master_id == me:
+            handover = state.handover_to not in (0, me)
+            # fenced while electMaster's target lives; a dead target cancels the switch, or
+            # the group would be left with no master at all
+            fenced = handover and state.handover_to in group.alive
+            if handover and not fenced:
+                state = msgspec.structs.replace(state, handover_to=0)
+                log.warning(
+                    "%s/%s: electMaster's target %d is not alive: switch cancelled",
+                    req.cluster,
+                    req.broker_name,
+                    group.state.handover_to if group.state else 0,
+                )
+            if not fenced:
+                new_state = self._sync_state_set_change(group, state, req)
+                if new_state is None and handover:
+                    new_state = state
         elif group.never_elected:
             me_now = Candidate(me, group.replicas[me].priority, req.max_offset, req.epoch)
             choice = election.choose_master(
@@ -225,7 +251,11 @@ class Decisions:
             lease = self._live_lease(group, req.cluster, req.broker_name, me)
             alive = AliveDoc(max_offset=req.max_offset, epoch=req.epoch, role=req.role)
             ops.append(put(alive_key(req.cluster, req.broker_name, me), alive, lease))
-        if ops and not self.etcd.txn(compare, ops):
+        try:
+            if ops and not self.etcd.txn(compare, ops):
+                return None
+        except EtcdRejectedError:  # most likely the lease lapsed between refresh and put
+            self._leases.pop(alive_key(req.cluster, req.broker_name, me), None)
             return None
         final = new_state or state or StateDoc()
         if new_state is not None and new_state.epoch != (state.epoch if state else 0):

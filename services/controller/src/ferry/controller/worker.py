@@ -39,6 +39,7 @@ class EtcdWorker:
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         service.add_reader(self._wake_r, self._on_wake)
+        self._stopping = False
         self._thread = threading.Thread(target=self._run, name="etcd", daemon=True)
         self._thread.start()
 
@@ -54,10 +55,14 @@ class EtcdWorker:
         self._jobs.put((job, done, time.monotonic() + deadline_s))
 
     def stop(self, timeout_s: float = 5.0) -> None:
+        """Drops the jobs not started (their callers get no answer: the service stops) and
+        waits for the one running."""
+        self._stopping = True
         self._jobs.put(None)
         self._thread.join(timeout_s)
-        for fd in (self._wake_r, self._wake_w):
-            os.close(fd)
+        if not self._thread.is_alive():  # else it may still write: leave the pipe open
+            for fd in (self._wake_r, self._wake_w):
+                os.close(fd)
 
     # ---- the etcd thread ----
 
@@ -67,6 +72,8 @@ class EtcdWorker:
             if item is None:
                 return
             job, done, deadline = item
+            if self._stopping:
+                continue
             outcome: Outcome
             if time.monotonic() > deadline:
                 outcome = ControllerNotLeaderError("etcd too slow: the request waited too long")
