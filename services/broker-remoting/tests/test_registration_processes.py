@@ -147,3 +147,34 @@ def test_broker_registers_once_a_down_name_server_comes_up(
 
         wait_for(registered, 15, "the broker to register")
         assert remoting.recent_output().count("does not answer") == 1
+
+
+def test_a_name_server_restarted_within_a_period_gets_the_registration_at_once(
+    tmp_path: Path, dealers: Callable[[str], Dealer]
+) -> None:
+    """kill -9 and restart of the name server on its port, the broker's period being 60 s:
+    the broker registers with the new one as soon as its connection is back."""
+    port = free_port()
+    with LocalCluster() as cluster:
+        namesrv = start_service("namesrv", service_args(None, {"listenPort": str(port)}))
+        cluster.processes.append(namesrv)
+        start_broker_services(
+            cluster,
+            str(tmp_path),
+            namesrv_addr=f"127.0.0.1:{port}",
+            overrides={**SMALL_STORE, "registerNameServerPeriod": "60000"},
+        )
+
+        def registered(ns: Dealer) -> bool:
+            info = ns.call(GetClusterInfoRequest())
+            return isinstance(info, ClusterInfoReply) and "broker-a" in info.brokers
+
+        first = dealers(f"127.0.0.1:{port}")
+        wait_for(lambda: registered(first), 10, "the first registration")
+        namesrv.kill()
+        cluster.processes.remove(namesrv)
+        again = start_service("namesrv", service_args(None, {"listenPort": str(port)}))
+        cluster.processes.insert(0, again)
+        ns = dealers(f"127.0.0.1:{port}")
+        wait_for(lambda: registered(ns), 5, "a registration with the new one")
+        assert "connected to name server" in cluster.get("broker-remoting").recent_output()
