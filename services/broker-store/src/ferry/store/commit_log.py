@@ -60,6 +60,7 @@ class CommitLog:
         self.segments: list[MappedFile] = []
         self.end = 0  # where the next record goes
         self.flushed = 0  # everything below is on disk
+        self._no_room = False  # the last segment could not be allocated (ENOSPC)
 
     # ---- files ----
 
@@ -106,6 +107,8 @@ class CommitLog:
         if seg is not None:
             return seg
         start = self.end
+        if self._no_room and _available(self.directory) < self.segment_size:
+            raise self._no_room_error(start)  # still no room: not worth a file each time
         seg = MappedFile(self.directory / file_name(start), start, self.segment_size, create=True)
         try:
             _reserve(seg)
@@ -113,17 +116,22 @@ class CommitLog:
             seg.close()
             seg.path.unlink()
             if exc.errno == errno.ENOSPC:
-                raise DiskFullError(
-                    f"disk full: no space left on the file system of {self.directory} for "
-                    f"CommitLog segment {seg.path.name} ({seg.size} bytes): the store "
-                    "refuses writes until space is freed; reads go on"
-                ) from None
+                self._no_room = True
+                raise self._no_room_error(start) from None
             raise ServiceNotAvailableError(
                 f"cannot allocate CommitLog segment {seg.path.name}: {exc.strerror}"
             ) from None
+        self._no_room = False
         fsync_dir(self.directory)
         self.segments.append(seg)
         return seg
+
+    def _no_room_error(self, start: int) -> DiskFullError:
+        return DiskFullError(
+            f"disk full: no space left on the file system of {self.directory} for "
+            f"CommitLog segment {file_name(start)} ({self.segment_size} bytes): the store "
+            "refuses writes until space is freed; reads go on"
+        )
 
     # ---- writing ----
 
@@ -355,6 +363,15 @@ def _write(fd: int, data: bytes | bytearray, pos: int) -> None:
         done = os.pwrite(fd, view, pos)
         view = view[done:]
         pos += done
+
+
+def _available(directory: Path) -> int:
+    """Bytes the file system holding directory still has for us (0 when unknown)."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
 
 
 def _reserve(seg: MappedFile) -> None:
