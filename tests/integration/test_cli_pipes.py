@@ -271,3 +271,28 @@ def test_mqadmin_spellings_work(sent: Sent) -> None:
         assert "PipeDropped" in [g.group_name for g in admin.sub_groups(c.broker_addr)]
         piped(c, "deleteSubGroup", "-g", "PipeDropped", "-r", "true")  # -r takes a word there
         assert "PipeDropped" not in [g.group_name for g in admin.sub_groups(c.broker_addr)]
+
+
+def test_reset_one_queue_to_an_offset_and_print_by_tag(sent: Sent) -> None:
+    c = sent.cluster
+    queue = sent.results[0].queue
+    args = ["resetOffsetByTime", "-g", "PipeReset", "-t", TOPIC, "-b", queue.broker_name]
+    done = json.loads(piped(c, *args, "-q", str(queue.queue_id), "-o", "1", "--json"))
+    assert [(o["queue"], o["offset"]) for o in done["offsets"]] == [(queue.queue_id, 1)]
+    with Admin(c.namesrv) as admin:
+        assert admin.consumer_offset("PipeReset", queue) == 1
+        past = admin.max_offset(queue) + 10
+    refused = subprocess.run(
+        [FERRY, "admin", *args, "-q", str(queue.queue_id), "-o", str(past), "-n", c.namesrv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 2, refused.stderr  # usage: outside the queue's offsets
+    assert f"offset {past} is outside" in refused.stderr
+    with Producer("PipeTagger", c.namesrv) as producer:
+        tagged = producer.send(Message(TOPIC, b"tagged", tags="PipeTag"))
+    only = piped(c, "printMsg", "-t", TOPIC, "-s", "PipeTag || Other")
+    assert tagged.msg_id in only
+    assert sent.results[0].msg_id not in only

@@ -201,28 +201,53 @@ def reset_offset_by_time(
     group: Group,
     topic: Topic,
     timestamp: Annotated[
-        str,
+        str | None,
         typer.Option("-s", "--timestamp", help="'now', ms, ISO 8601 or yyyy-MM-dd#HH:mm:ss:SSS"),
-    ],
+    ] = None,
     namesrv: Namesrv = DEFAULT_NAMESRV,
     force: Annotated[
         bool, typer.Option("-f", "--force", help="accepted for mqadmin; always applied")
     ] = True,
+    broker: Annotated[
+        str | None, typer.Option("-b", "--broker", help="this broker's queues (name or address)")
+    ] = None,
+    queue_id: Annotated[int | None, typer.Option("-q", "--queue", help="this queue id")] = None,
+    offset: Annotated[
+        int | None, typer.Option("-o", "--offset", help="to this offset, not a time")
+    ] = None,
     json: Json = False,
 ) -> None:
-    """Move a group's offsets of a topic to the first message stored at or after a time;
-    live members go on from there without a restart."""
+    """Move a group's offsets of a topic (of one broker -b, one queue -q) to the first
+    message stored at or after a time (-s), or to an offset (-o); live members go on from
+    there without a restart."""
     del force
-    when = (
-        int(time.time() * 1000) if timestamp.strip().lower() == "now" else parse_time(timestamp, 0)
-    )
+    if (timestamp is None) == (offset is None):
+        raise typer.BadParameter("give a time (-s) or an offset (-o)")
+    when = 0
+    if timestamp is not None:
+        now = timestamp.strip().lower() == "now"
+        when = int(time.time() * 1000) if now else parse_time(timestamp, 0)
     with admin_session(namesrv) as admin, progress() as bar:
-        task = bar.add_task("finding offsets", total=None)
+        masters = admin.master_addrs() if broker else {}
+        queues = [
+            q
+            for q in admin.queues(topic)
+            if (queue_id is None or q.queue_id == queue_id)
+            and (broker is None or broker in (q.broker_name, masters.get(q.broker_name)))
+        ]
+        if not queues:
+            which = f"{broker or '*'}#{'*' if queue_id is None else queue_id}"
+            not_found(f"{topic} has no queue {which}")
+        if offset is not None:
+            offsets = dict.fromkeys(queues, offset)
+            admin.reset_offsets(group, topic, offsets)
+        else:
+            task = bar.add_task("finding offsets", total=None)
 
-        def advance(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+            def advance(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
 
-        offsets = admin.reset_offset_by_time(group, topic, when, advance)
+            offsets = admin.reset_offset_by_time(group, topic, when, advance, queues)
     rows = [(q.broker_name, q.queue_id, o) for q, o in sorted(offsets.items())]
     if json:
         print_json(
@@ -235,7 +260,8 @@ def reset_offset_by_time(
         )
         return
     print_table(
-        f"offsets of {group} on {topic} reset to {show_time(when)} UTC",
+        f"offsets of {group} on {topic} reset to "
+        + (f"offset {offset}" if offset is not None else f"{show_time(when)} UTC"),
         ["broker", "queue", "offset"],
         rows,
     )

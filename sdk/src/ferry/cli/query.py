@@ -234,19 +234,26 @@ def print_msg(
     ] = None,
     end: End = None,
     print_body: Annotated[bool, typer.Option("-d", "--printBody", help="whole bodies")] = False,
+    expression: Annotated[
+        str, typer.Option("-s", "--subExpression", help="tags: * or TagA || TagB")
+    ] = "*",
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json: Json = False,
 ) -> None:
-    """Every message of a topic stored in a time range, queue by queue."""
+    """Every message of a topic stored in a time range (with one of the tags of -s), queue
+    by queue."""
     from ferry.client import queries as q
+    from ferry.client.consume_state import parse_tags
     from ferry.protocol.messages import MAX_QUERY_MS
 
+    tags = parse_tags(expression)
     msgs: list[MessageExt] = []
     with admin_session(namesrv) as admin, progress() as bar:
         task = bar.add_task(f"reading {topic}", total=None)
         for msg in q.print_msg(admin, topic, parse_time(begin, 0), parse_time(end, MAX_QUERY_MS)):
-            msgs.append(msg)
             bar.advance(task)
+            if tags is None or msg.tags in tags:
+                msgs.append(msg)
     if json or not print_body:
         print_messages(f"{len(msgs)} messages of {topic}", msgs, json)
         return

@@ -228,12 +228,18 @@ class Admin(Lifecycle):
         topic: str,
         timestamp_ms: int,
         progress: admin_ops.Progress | None = None,
+        queues: list[MessageQueue] | None = None,
     ) -> dict[MessageQueue, int]:
-        """Moves the group's committed offset of every queue of `topic` to the first message
-        stored at or after timestamp_ms (mqadmin resetOffsetByTime); returns the new offsets.
-        The brokers tell the group's live members, which go on from the new offsets.
-        progress(done, total) is called as the queues' offsets are found."""
-        return admin_ops.reset_offset_by_time(self, group, topic, timestamp_ms, progress)
+        """Moves the group's committed offset of every queue of `topic` (or of `queues`) to
+        the first message stored at or after timestamp_ms (mqadmin resetOffsetByTime);
+        returns the new offsets. The brokers tell the group's live members, which go on from
+        the new offsets. progress(done, total) is called as the queues' offsets are found."""
+        return admin_ops.reset_offset_by_time(self, group, topic, timestamp_ms, progress, queues)
+
+    def reset_offsets(self, group: str, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """Sets the group's offsets of the given queues of `topic`, telling its live members
+        (mqadmin resetOffsetByTime -o); an offset past a queue's max offset is refused."""
+        admin_ops.reset_offsets(self, group, topic, offsets)
 
     # ---- consumer groups ----
 

@@ -260,19 +260,39 @@ def reset_offset_by_time(
     topic: str,
     timestamp_ms: int,
     progress: Progress | None = None,
+    queues: list[MessageQueue] | None = None,
 ) -> dict[MessageQueue, int]:
-    """Finds, per queue of `topic`, the first offset stored at or after timestamp_ms, then
-    sets them as the group's offsets on each broker, which tells the group's live members to
-    go on from there (RocketMQ's resetOffsetByTime)."""
+    """Finds, per queue of `topic` (or of `queues`), the first offset stored at or after
+    timestamp_ms, then sets them as the group's offsets on each broker, which tells the
+    group's live members to go on from there (RocketMQ's resetOffsetByTime)."""
     check_group(group)
-    queues = admin.queues(topic)
+    queues = admin.queues(topic) if queues is None else queues
     found: dict[MessageQueue, int] = {}
     for i, queue in enumerate(queues, 1):
         found[queue] = admin.search_offset(queue, timestamp_ms)
         if progress is not None:
             progress(i, len(queues))
+    reset_offsets(admin, group, topic, found, timestamp_ms)
+    return found
+
+
+def reset_offsets(
+    admin: Admin, group: str, topic: str, offsets: dict[MessageQueue, int], timestamp_ms: int = 0
+) -> None:
+    """Sets the group's offsets of queues of `topic` on their brokers, which tell the group's
+    live members. An offset past its queue's max offset is refused (it would skip messages
+    stored later), as is one below zero."""
+    check_group(group)
+    for queue, offset in offsets.items():
+        if queue.topic != topic:
+            raise InvalidParameterError(f"queue {queue} is not a queue of {topic}")
+        top = admin.max_offset(queue)
+        if not 0 <= offset <= top:
+            raise InvalidParameterError(
+                f"offset {offset} is outside 0..{top}, the offsets of queue {queue}"
+            )
     by_broker: dict[str, list[OffsetEntry]] = {}
-    for queue, offset in found.items():
+    for queue, offset in offsets.items():
         by_broker.setdefault(queue.broker_name, []).append(
             OffsetEntry(topic, queue.queue_id, offset)
         )
@@ -280,7 +300,6 @@ def reset_offset_by_time(
         addr = admin._queue_addr(MessageQueue(topic, name, 0))
         body = ResetOffsetRequest(group, topic, entries, timestamp_ms)
         broker_request(admin, addr, body, ResetOffsetReply)
-    return found
 
 
 # ---- traffic and the store ----
