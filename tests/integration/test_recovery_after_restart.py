@@ -14,14 +14,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from consume_support import create_topic
+from consume_support import Received, create_topic
 from itest_support import FERRY, LineReader, RawClient, alive, wait_for
 from supervision_support import FAST_POLICY, ServedBroker, child_running
 
 from ferry.client import (
     Admin,
     ConsumeFromWhere,
-    ConsumeResult,
     FerryError,
     Message,
     MessageExt,
@@ -386,27 +385,16 @@ def test_a_push_consumer_waiting_on_an_empty_queue_gets_messages_sent_after_a_re
     is killed -9: the messages sent once it is back reach the same consumer, never restarted,
     each once."""
     broker = ServedBroker(tmp_path / "broker", namesrv.addr)
-    got: list[bytes] = []
-    lock = threading.Lock()
-
-    def listen(msgs: list[MessageExt]) -> ConsumeResult:
-        with lock:
-            got.extend(m.body for m in msgs)
-        return ConsumeResult.SUCCESS
-
-    def received() -> list[bytes]:
-        with lock:
-            return list(got)
-
+    received = Received()
     consumer = PushConsumer("cg-held", namesrv.addr, consume_from=ConsumeFromWhere.FIRST_OFFSET)
     try:
         create_topic(namesrv.addr, "Held", 2)
         consumer.subscribe("Held", "*")
-        consumer.register_listener(listen)
+        consumer.register_listener(received.listener())
         consumer.start()
         with Producer("pg-held", namesrv.addr, send_timeout_ms=2000) as producer:
             assert send_ok(producer, "Held", b"warm-up")
-            wait_for(lambda: received() == [b"warm-up"], 30, "the warm-up message")
+            wait_for(lambda: received.bodies() == [b"warm-up"], 30, "the warm-up message")
             # the consumer's pulls now wait on the broker for its queues' next messages
             old = broker.kill9(service)
             broker.wait_restarted(service, old)
@@ -417,11 +405,15 @@ def test_a_push_consumer_waiting_on_an_empty_queue_gets_messages_sent_after_a_re
             for i in range(1, 20):
                 assert send_ok(producer, "Held", b"after-%d" % i)
                 after.append(b"after-%d" % i)
-            wait_for(lambda: b"after-0" in received(), 60, "the first message after the restart")
+            wait_for(
+                lambda: b"after-0" in received.bodies(), 60, "the first message after the restart"
+            )
             first_at = time.monotonic()
             assert first_at - sent_at < HELD_POLL_ANSWERED_WITHIN_S, first_at - sent_at
-            wait_for(lambda: set(after) <= set(received()), 60, "every message after the restart")
-        assert sorted(received()) == sorted([b"warm-up", *after])  # each once
+            wait_for(
+                lambda: set(after) <= set(received.bodies()), 60, "every message after the restart"
+            )
+        assert sorted(received.bodies()) == sorted([b"warm-up", *after])  # each once
         print(
             f"{service} back -> first send {sent_at - back_at:.2f} s; "
             f"that send -> its delivery to the held consumer {first_at - sent_at:.2f} s"
