@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -228,7 +228,11 @@ class Producer(Lifecycle):
             timeout_s = timeout_ms / 1000
         if to is None:
             return self._send_sync(self._prepare_one(msg), timeout_s)
-        return self._send_chosen(self._prepare([msg]), msg, to, arg, timeout_s)
+        out = self._prepare([msg])
+        where = to
+        return self._send_sync(
+            out, timeout_s, lambda pub: self._chosen_target(pub, out.topic, msg, where, arg)
+        )
 
     def send_batch(self, msgs: Iterable[Message]) -> SendResult:
         """Sends messages of one topic in one request and one frame.
@@ -358,37 +362,6 @@ class Producer(Lifecycle):
         )
         return publisher.queue_target(topic, queue)
 
-    def _send_chosen(
-        self, out: Outgoing, msg: Message, to: MessageQueue | Selector, arg: Any, timeout_s: float
-    ) -> SendResult:
-        """A send to the given queue or the selector's; retriable failures are retried on
-        the queue (chosen again from a fresh route) within the timeout."""
-        inst, publisher = self._parts()
-        deadline = time.monotonic() + timeout_s
-        last_error: FerryError | None = None
-        for attempt in range(1 + self.retry_times):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            try:
-                target = self._chosen_target(publisher, out.topic, msg, to, arg)
-                result = self._attempt(out, target, remaining)
-            except FerryError as err:
-                last_error = err
-                if not err.retriable:
-                    break
-                log.debug("send to %s failed (attempt %d): %s", out.topic, attempt + 1, err)
-                publisher.failed(out.topic)
-                continue
-            except Exception as err:  # the selector's own failure
-                inst.tracing.end(out.span, err)
-                raise
-            inst.tracing.end(out.span, address=target.address, queue_id=target.queue.queue_id)
-            return result
-        final = last_error or RequestTimeoutError(f"send to {out.topic} timed out")
-        inst.tracing.end(out.span, final)
-        raise final
-
     def _started(self) -> ClientInstance:
         inst = self._instance
         if inst is None:
@@ -517,7 +490,15 @@ class Producer(Lifecycle):
         self._faults.update(broker, (time.monotonic() - started) * 1000)
         return joined_result(out, target, expect(result, SendMessageReply))
 
-    def _send_sync(self, out: Outgoing, timeout_s: float) -> SendResult:
+    def _send_sync(
+        self,
+        out: Outgoing,
+        timeout_s: float,
+        chosen: Callable[[Publisher], Target] | None = None,
+    ) -> SendResult:
+        """Sends with retries within the timeout: round robin, avoiding the broker that just
+        failed; or to the `chosen` queue (a given queue, or a selector's pick from a fresh
+        route after a failure), never elsewhere."""
         inst, publisher = self._parts()
         deadline = time.monotonic() + timeout_s
         avoid: str | None = None
@@ -529,7 +510,10 @@ class Producer(Lifecycle):
                 break
             target = None
             try:
-                target = publisher.next_target(out.topic, avoid)
+                if chosen is None:
+                    target = publisher.next_target(out.topic, avoid)
+                else:
+                    target = chosen(publisher)
                 assert target is not None
                 result = self._attempt(out, target, remaining)
             except FerryError as err:
@@ -541,6 +525,9 @@ class Producer(Lifecycle):
                 if target is not None:
                     avoid = target.queue.broker_name
                 continue
+            except Exception as err:  # a selector's own failure
+                inst.tracing.end(out.span, err)
+                raise
             inst.tracing.end(out.span, address=target.address, queue_id=target.queue.queue_id)
             return result
         final = last_error or RequestTimeoutError(f"send to {out.topic} timed out")
