@@ -263,6 +263,20 @@ class LineReader:
             if line.startswith(prefix):
                 return line
 
+    def take(self) -> list[str]:
+        """Every line read so far (those waiting are taken in first), without waiting."""
+        import queue
+
+        while True:
+            try:
+                line = self._queue.get_nowait()
+            except queue.Empty:
+                return self.lines
+            if line is None:
+                self._queue.put(None)  # the end stays visible to wait_for_prefix
+                return self.lines
+            self.lines.append(line)
+
     def drain(self, timeout: float = 30.0) -> list[str]:
         """The lines not read yet, once the output has ended (the process exited)."""
         import queue

@@ -84,6 +84,7 @@ class BrokerAgent:
         self.registered = False
         self.lease_until = 0.0
         self.beats = 0
+        self._caught_up: dict[int, float] = {}  # slave id -> when it last was at the log end
         self._controllers = [a.strip() for a in config.controller_addr.split(";") if a.strip()]
         self._next = 0  # the controller asked first (the last one that answered)
         self._ctx: zmq.Context[Any] = zmq.Context()
@@ -176,6 +177,7 @@ class BrokerAgent:
         epoch_file.save(self.root, entries(reply.epochs))
         self.role, self.epoch, self.master_ha = MASTER_ROLE, reply.epoch, ""
         self.lease_until = 0.0
+        self._caught_up.clear()
         self._say(
             f"elected master of {self.config.broker_name} at epoch {reply.epoch}: restarting "
             f"{', '.join(ROLE_SERVICES)} as {self.master_role}"
@@ -193,13 +195,17 @@ class BrokerAgent:
                 f"{reply.epoch} does not hold those bytes"
             )
         epoch_file.save(self.root, [(e, s) for e, s in group if s <= cut])
+        # a slave already: only replication follows the new master (and the store, to cut)
+        names: tuple[str, ...] = ROLE_SERVICES
+        if self.role == SLAVE_ROLE:
+            names = ("broker-store", "ha-replicator") if cut < end else ("ha-replicator",)
         self.role, self.epoch, self.master_ha = SLAVE_ROLE, reply.epoch, reply.master_ha_addr
         self.lease_until = 0.0
         self._say(
             f"slave of replica {reply.master_id} ({reply.master_ha_addr}) at epoch {reply.epoch}"
         )
         settings = {"brokerRole": "SLAVE", "haMasterAddress": reply.master_ha_addr}
-        for name in ROLE_SERVICES:
+        for name in names:
             self.supervisor.reconfigure(name, settings)
 
     # ---- the group's own services ----
@@ -216,19 +222,17 @@ class BrokerAgent:
         return answer.max_offset if isinstance(answer, StoreStatusReply) else None
 
     def _in_sync(self) -> list[int]:
-        """This master and the slaves within haMaxGapNotInSync that acked within
-        haMaxTimeSlaveNotCatchup."""
+        """This master and the slaves that were caught up with its log end at some look
+        within the last haMaxTimeSlaveNotCatchup ms (RocketMQ's lastCatchupTime rule)."""
         answer = self._local(self.cluster.ha_addr, HaStatusRequest())
-        ids = [self.replica_id]
+        now = time.monotonic()
         if isinstance(answer, HaStatusReply):
-            now_ms = time.time() * 1000
-            window = self.config.ha_max_time_slave_not_catchup
-            ids += [
-                s.broker_id
-                for s in answer.slaves
-                if s.in_sync and now_ms - s.last_ack_ms <= window and s.broker_id != self.replica_id
-            ]
-        return sorted(ids)
+            for slave in answer.slaves:
+                if slave.in_sync and slave.acked_offset >= answer.master_max_offset:
+                    self._caught_up[slave.broker_id] = now
+        window = self.config.ha_max_time_slave_not_catchup / 1000
+        ids = {i for i, at in self._caught_up.items() if now - at <= window}
+        return sorted(ids | {self.replica_id})
 
     def _local(self, endpoint: str, request: AnyRequest) -> Any:
         if not endpoint:

@@ -1,0 +1,162 @@
+"""Controller mode as the failover tests run it: a private etcd, a controller, a name server,
+and broker replicas of one group, each a `ferry serve broker` process tree in a session of its
+own, so that killing or pausing the tree models losing one machine."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from itest_support import FERRY, LineReader, wait_for
+
+from ferry.runtime.etcd import EtcdProcess, start_etcd
+from ferry.runtime.launcher import ServiceProcess, service_args, start_service
+
+FAST_POLICY = "first_wait=0.1,max_wait=1,max_crashes=10,window=60"
+HEARTBEAT_TIMEOUT_MS = 3000  # the controller's: a master silent this long is replaced
+
+
+class Replica:
+    """One `ferry serve broker` tree of broker-a in controller mode."""
+
+    def __init__(self, root: Path, replica_id: int, controller: str, namesrv: str) -> None:
+        self.root = root
+        self.replica_id = replica_id
+        settings = {
+            "brokerName": "broker-a",
+            "brokerId": str(replica_id),
+            "brokerRole": "SYNC_MASTER",
+            "enableControllerMode": "true",
+            "controllerAddr": controller,
+            "namesrvAddr": namesrv,
+            "storePathRootDir": str(root),
+            "listenPort": "0",
+            "flushDiskType": "SYNC_FLUSH",
+            "mappedFileSizeCommitLog": "1048576",
+            "brokerHeartbeatInterval": "300",
+            "haSendHeartbeatInterval": "500",
+            "slaveSynchronizeInterval": "500",
+            "syncFlushTimeout": "2000",
+        }
+        argv = [FERRY, "serve", "broker", *service_args(None, settings)]
+        env = {**os.environ, "FERRY_RESTART_POLICY": FAST_POLICY}
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            start_new_session=True,  # its own process group: the whole tree is one signal
+        )
+        assert self.proc.stdout is not None
+        self.reader = LineReader(self.proc.stdout)
+        ready = self.reader.wait_for_prefix("READY broker ", timeout=120)
+        fields = dict(part.split("=", 1) for part in ready.split()[2:])
+        self.addr = fields["addr"]
+
+    def said(self, fragment: str) -> bool:
+        return any(fragment in line for line in self.reader.take())
+
+    def kill_tree(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def pause_tree(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume_tree(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGCONT)
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(30)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.reader.close()
+
+
+@dataclass
+class ControlledGroup:
+    etcd: EtcdProcess
+    controller: ServiceProcess
+    namesrv: ServiceProcess
+    root: Path
+    replicas: dict[int, Replica] = field(default_factory=dict)
+
+    @property
+    def namesrv_addr(self) -> str:
+        return self.namesrv.endpoints["addr"]
+
+    @property
+    def controller_addr(self) -> str:
+        return self.controller.endpoints["addr"]
+
+    def start_replica(self, replica_id: int) -> Replica:
+        replica = Replica(
+            self.root / f"replica-{replica_id}", replica_id, self.controller_addr, self.namesrv_addr
+        )
+        self.replicas[replica_id] = replica
+        return replica
+
+    def master(self, timeout: float = 30) -> Replica:
+        """The replica whose agent said it was elected last."""
+
+        def elected() -> Replica | None:
+            live = [r for r in self.replicas.values() if r.proc.poll() is None]
+            masters = [r for r in live if _last_role(r) == "master"]
+            return masters[0] if len(masters) == 1 else None
+
+        found: Replica = wait_for(elected, timeout, "one elected master")
+        return found
+
+    def close(self) -> None:
+        for replica in self.replicas.values():
+            replica.close()
+        self.namesrv.stop()
+        self.controller.stop()
+        self.etcd.stop()
+
+
+def _last_role(replica: Replica) -> str:
+    for line in reversed(replica.reader.take()):
+        if "[agent] elected master" in line:
+            return "master"
+        if "[agent] slave of replica" in line:
+            return "slave"
+    return ""
+
+
+def start_group(root: Path, replicas: int = 3) -> ControlledGroup:
+    etcd = start_etcd(root / "etcd")
+    controller = namesrv = None
+    try:
+        controller = start_service(
+            "controller",
+            service_args(
+                None,
+                {
+                    "etcdEndpoints": etcd.endpoint,
+                    "controllerListenPort": "0",
+                    "controllerHeartBeatTimeoutMills": str(HEARTBEAT_TIMEOUT_MS),
+                    "scanNotActiveBrokerInterval": "200",
+                },
+            ),
+        )
+        namesrv = start_service("namesrv", service_args(None, {"listenPort": "0"}))
+        group = ControlledGroup(etcd, controller, namesrv, root)
+        for replica_id in range(1, replicas + 1):
+            group.start_replica(replica_id)
+        return group
+    except BaseException:
+        for sp in (namesrv, controller):
+            if sp is not None:
+                sp.stop()
+        etcd.stop()
+        raise
