@@ -296,3 +296,21 @@ def test_reset_one_queue_to_an_offset_and_print_by_tag(sent: Sent) -> None:
     only = piped(c, "printMsg", "-t", TOPIC, "-s", "PipeTag || Other")
     assert tagged.msg_id in only
     assert sent.results[0].msg_id not in only
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_a_reader_that_stops_early_ends_the_command_quietly(
+    sent: Sent, json_flag: list[str]
+) -> None:
+    """`ferry admin printMsg ... | head -1`: the reader is gone before the output comes."""
+    proc = subprocess.Popen(
+        [FERRY, "admin", "printMsg", "-t", TOPIC, *json_flag, "-n", sent.cluster.namesrv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # as `head` does once it has its line
+    with proc.stderr:
+        err = proc.stderr.read().decode()
+    assert proc.wait(60) == 0, err
+    assert err == ""

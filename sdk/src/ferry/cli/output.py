@@ -6,6 +6,7 @@ this module, and most print one table or one JSON document (issue 24.6, start-up
 from __future__ import annotations
 
 import datetime as dt
+import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -30,12 +31,12 @@ def print_table(
     `fields`: the rows are (name, value) pairs describing one thing (a message, a broker)."""
     cells = [[_cell(v) for v in row] for row in rows]
     if not sys.stdout.isatty():
-        print(tables.plain(title, columns, cells), flush=True)
+        emit(tables.plain(title, columns, cells))
         return
     width = shutil.get_terminal_size().columns
     widths = tables.fitted_widths(columns, cells, width)
     if widths is None:
-        print(tables.records(title, columns, cells, width, fields=fields), flush=True)
+        emit(tables.records(title, columns, cells, width, fields=fields))
         return
     _print_boxed(title, columns, cells, widths, width)
 
@@ -68,7 +69,20 @@ def _print_boxed(
 def print_json(obj: Any) -> None:
     import msgspec
 
-    print(msgspec.json.format(msgspec.json.encode(obj)).decode())
+    emit(msgspec.json.format(msgspec.json.encode(obj)).decode())
+
+
+def emit(text: str) -> None:
+    """Writes a line of output. A reader that stopped reading (`| head -1`) got what it
+    wanted: the command ends quietly, with no traceback, as mqadmin does."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # nothing more can be written; stdout is closed again at exit, quietly on /dev/null
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(EXIT_OK) from None
 
 
 def show_time(ms: int | None) -> str:
