@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -77,6 +77,7 @@ log = logging.getLogger("ferry.controller")
 ATTEMPTS = 4  # reads and transactions of one request before it gives up (retriable)
 CONTROLLER_TTL_S = 10  # a controller's own registration (getControllerMetaData)
 MAX_ADDR = 300
+R = TypeVar("R")
 
 
 def check_group_names(cluster: str, broker_name: str) -> None:
@@ -145,6 +146,15 @@ def group_view(group: Group) -> BrokerGroupState:
     )
 
 
+def until_done(attempt: Callable[[], R | None], broker_name: str) -> R:
+    """attempt() again while it says another writer changed the group first (None)."""
+    for _ in range(ATTEMPTS):
+        reply = attempt()
+        if reply is not None:
+            return reply
+    raise ControllerNotLeaderError(f"the state of {broker_name} kept changing; retry")
+
+
 class Decisions:
     """What the controller does with each request and scan; its methods block on etcd."""
 
@@ -197,13 +207,7 @@ class Decisions:
 
     def heartbeat(self, req: ControllerHeartbeatRequest) -> ControllerHeartbeatReply:
         check_group_names(req.cluster, req.broker_name)
-        for _ in range(ATTEMPTS):
-            reply = self._heartbeat_once(req)
-            if reply is not None:
-                return reply
-        raise ControllerNotLeaderError(
-            f"the state of {req.broker_name} kept changing under this heartbeat; retry"
-        )
+        return until_done(lambda: self._heartbeat_once(req), req.broker_name)
 
     def _heartbeat_once(self, req: ControllerHeartbeatRequest) -> ControllerHeartbeatReply | None:
         group = self.etcd.group(req.cluster, req.broker_name)
@@ -387,11 +391,7 @@ class Decisions:
 
     def elect_master(self, req: ControllerElectMasterRequest) -> ControllerElectMasterReply:
         check_group_names(req.cluster, req.broker_name)
-        for _ in range(ATTEMPTS):
-            reply = self._elect_master_once(req)
-            if reply is not None:
-                return reply
-        raise ControllerNotLeaderError(f"the state of {req.broker_name} kept changing; retry")
+        return until_done(lambda: self._elect_master_once(req), req.broker_name)
 
     def _elect_master_once(
         self, req: ControllerElectMasterRequest
@@ -467,11 +467,7 @@ class Decisions:
 
     def clean(self, req: ControllerCleanBrokerDataRequest) -> ControllerCleanBrokerDataReply:
         check_group_names(req.cluster, req.broker_name)
-        for _ in range(ATTEMPTS):
-            reply = self._clean_once(req)
-            if reply is not None:
-                return reply
-        raise ControllerNotLeaderError(f"the state of {req.broker_name} kept changing; retry")
+        return until_done(lambda: self._clean_once(req), req.broker_name)
 
     def _clean_once(
         self, req: ControllerCleanBrokerDataRequest
@@ -581,6 +577,3 @@ class Decisions:
             return
         self._own_lease = self.etcd.grant(CONTROLLER_TTL_S)
         self.etcd.txn([], [put(CONTROLLERS_PREFIX + self.addr, AliveDoc(), self._own_lease)])
-
-
-Work = Callable[[], Any]
