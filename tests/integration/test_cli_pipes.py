@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from itest_support import FERRY, Cluster, start_cluster
+from itest_support import FERRY, Cluster, start_cluster, wait_for
 
 from ferry.client import Admin, ConsumeFromWhere, Message, Producer, PullConsumer, SendResult
 
@@ -266,6 +266,28 @@ def test_mqadmin_spellings_work(sent: Sent) -> None:
     status = piped(c, "brokerStatus", "-c", "DefaultCluster")  # -b is optional, as there
     whole_on_a_line(status, f"# broker {c.broker_addr}")
     assert json.loads(piped(c, "clusterList", "--clusterName", "DefaultCluster", "--json"))
+    whole_on_a_line(piped(c, "topicRoute", "-t", TOPIC, "-l"), c.broker_addr)
+    updated = piped(c, "updateBrokerConfig", "-k", "maxMessageSize", "-v", "4194304", "-a", "true")
+    whole_on_a_line(updated, c.broker_addr)
+    with PullConsumer("PipeMember", c.namesrv) as member:
+        member.subscribe(TOPIC)
+        member.poll(timeout=0.1)
+
+        def members(*extra: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [FERRY, "admin", "consumerConnection", "-g", "PipeMember", *extra],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+
+        def seen() -> bool:
+            return members("-b", c.broker_addr, "-n", c.namesrv).returncode == 0
+
+        wait_for(seen, timeout=20, what="PipeMember's heartbeat")
+        elsewhere = members("-b", "127.0.0.1:1", "-n", c.namesrv)
+        assert elsewhere.returncode == 3, elsewhere.stdout  # that broker knows no member
     piped(c, "updateSubGroup", "--groupName", "PipeDropped")
     with Admin(c.namesrv) as admin:
         assert "PipeDropped" in [g.group_name for g in admin.sub_groups(c.broker_addr)]

@@ -142,8 +142,16 @@ def topic_list(namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False) -> None:
 
 
 @app.command("topicRoute")
-def topic_route(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False) -> None:
+def topic_route(
+    topic: Topic,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    as_list: Annotated[
+        bool, typer.Option("-l", "--list", help="accepted for mqadmin: tables are the default")
+    ] = False,
+    json: Json = False,
+) -> None:
     """Show a topic's brokers and queues."""
+    del as_list
     with admin_session(namesrv) as admin:
         route = admin.topic_route(topic)
     if json:

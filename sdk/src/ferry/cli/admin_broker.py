@@ -64,10 +64,18 @@ def update_broker_config(
     namesrv: Namesrv = DEFAULT_NAMESRV,
     broker: BrokerAddr = None,
     cluster: Cluster = None,
+    every_broker: Annotated[
+        bool,
+        typer.Option(
+            "-a", "--updateAllBroker", help="every master (also what neither -b nor -c does)"
+        ),
+    ] = False,
     json: Json = False,
 ) -> None:
     """Change a broker.conf key on running brokers (kept over restarts in
     <storePathRootDir>/config/broker-overlay.conf). Keys that need a restart are refused."""
+    if every_broker and (broker or cluster):
+        raise typer.BadParameter("-a (every master) goes with neither -b nor -c")
     with admin_session(namesrv) as admin:
         done = admin.update_broker_config({key: value}, cluster=cluster, broker_addr=broker)
     if json:

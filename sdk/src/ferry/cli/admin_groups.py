@@ -134,11 +134,17 @@ CONNECTION_COLUMNS = ["client id", "client addr", "language", "version", "broker
 
 @app.command("consumerConnection")
 def consumer_connection(
-    group: Group, namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False
+    group: Group,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    broker: BrokerAddr = None,
+    json: Json = False,
 ) -> None:
-    """The live members of a consumer group and what they subscribe to."""
+    """The live members of a consumer group (those one broker -b knows) and what they
+    subscribe to."""
     with admin_session(namesrv) as admin:
         replies = admin.consumer_connections(group)
+    if broker is not None:
+        replies = {a: r for a, r in replies.items() if a == broker}
     by_broker = {a: list(r.connections) for a, r in replies.items() if r.connections}
     if not by_broker:
         not_found(f"consumer group {group} has no live member (CONSUMER_NOT_ONLINE)")
