@@ -10,8 +10,10 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ha_support import status
 from itest_support import FERRY, LineReader, wait_for
 
+from ferry.protocol.messages import HaStatusReply, HaStatusRequest
 from ferry.runtime.etcd import EtcdProcess, start_etcd
 from ferry.runtime.launcher import ServiceProcess, service_args, start_service
 
@@ -56,6 +58,10 @@ class Replica:
         ready = self.reader.wait_for_prefix("READY broker ", timeout=120)
         fields = dict(part.split("=", 1) for part in ready.split()[2:])
         self.addr = fields["addr"]
+        self.ha_addr = fields["ha"]
+
+    def last_role(self) -> str:
+        return _last_role(self)
 
     def said(self, fragment: str) -> bool:
         return any(fragment in line for line in self.reader.take())
@@ -105,6 +111,9 @@ class ControlledGroup:
         self.replicas[replica_id] = replica
         return replica
 
+    def others(self, replica: Replica) -> list[Replica]:
+        return [r for r in self.replicas.values() if r is not replica and r.proc.poll() is None]
+
     def master(self, timeout: float = 30) -> Replica:
         """The replica whose agent said it was elected last."""
 
@@ -122,6 +131,22 @@ class ControlledGroup:
         self.namesrv.stop()
         self.controller.stop()
         self.etcd.stop()
+
+
+def ha_end(replica: Replica) -> int | None:
+    """A master's log end as its ha-replicator reports it."""
+    reply = status(replica.ha_addr, HaStatusRequest())
+    if isinstance(reply, HaStatusReply) and reply.role != "SLAVE":
+        return reply.master_max_offset or None
+    return None
+
+
+def ha_applied(replica: Replica) -> int | None:
+    """How far a slave's log holds its master's."""
+    reply = status(replica.ha_addr, HaStatusRequest())
+    if isinstance(reply, HaStatusReply) and reply.role == "SLAVE":
+        return reply.applied_offset
+    return None
 
 
 def _last_role(replica: Replica) -> str:

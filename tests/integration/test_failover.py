@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from failover_support import ControlledGroup, start_group
+from failover_support import ControlledGroup, ha_applied, ha_end, start_group
 from ha_support import broker_ids
 from itest_support import wait_for
 
@@ -23,6 +23,9 @@ from ferry.client import (
     PullConsumer,
     SendStatus,
 )
+from ferry.protocol import record
+from ferry.protocol.messages import ErrorReply, SendMessageReply, SendMessageRequest
+from ferry.protocol.rpc import BlockingClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -76,3 +79,47 @@ def test_killing_the_masters_tree_elects_an_in_sync_replica_and_loses_nothing(
         while not set(acked) <= got and time.monotonic() < deadline:
             got.update(m.body for m in consumer.poll(timeout=0.5))
     assert set(acked) - got == set()
+
+
+def raw_send(addr: str, body: bytes) -> object:
+    """One send straight to a broker's remoting, as a producer with an old route would."""
+    rec = record.encode_record(b"Failover", body, record.encode_properties({}))
+    with BlockingClient(f"tcp://{addr}") as client:
+        answer = client.call(SendMessageRequest("pg-raw", "Failover", -1), 3000, [rec])
+    return None if answer is None else answer[0]
+
+
+def test_a_paused_master_acknowledges_nothing_once_replaced_and_rejoins_as_a_slave(
+    group: ControlledGroup,
+) -> None:
+    """SIGSTOP of the master's tree for longer than its lease: another replica is elected;
+    after SIGCONT the old master acknowledges no write (its lease lapsed while it slept),
+    learns it was replaced and follows the new master's log."""
+    old = group.master(60)
+    wait_for(lambda: 0 in broker_ids(group.namesrv_addr), 30, "the master routed as id 0")
+    with Admin(group.namesrv_addr) as admin:
+        admin.create_topic("Failover", 2, 2)
+    with Producer("pg-paused", group.namesrv_addr, send_timeout_ms=3000) as producer:
+        wait_for(lambda: send_ok(producer, b"before"), 30, "a first acknowledged send")
+        old.pause_tree()
+        try:
+            new = wait_for(
+                lambda: next((r for r in group.others(old) if r.last_role() == "master"), None),
+                30,
+                "another replica elected",
+            )
+            wait_for(lambda: send_ok(producer, b"during"), 30, "a send to the new master")
+        finally:
+            old.resume_tree()
+        answers = [raw_send(old.addr, f"late-{i}".encode()) for i in range(5)]
+        wait_for(lambda: old.last_role() == "slave", 30, "the old master demoted")
+        assert send_ok(producer, b"after")
+    print("answers of the old master after SIGCONT:", answers)
+    acked = [a for a in answers if isinstance(a, SendMessageReply)]
+    assert acked == [], acked  # refused or not answered: never two masters acknowledging
+    refused = [a for a in answers if isinstance(a, ErrorReply)]
+    assert refused, answers  # it answered, and said no
+    assert all("write lease" in a.message or "slave" in a.message for a in refused), refused
+    assert old.said(f"slave of replica {new.replica_id}")
+    new_end = wait_for(lambda: ha_end(new), 10, "the new master's log end")
+    wait_for(lambda: ha_applied(old) == new_end, 30, "the old master holding the new one's log")
