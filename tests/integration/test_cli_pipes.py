@@ -255,6 +255,9 @@ def test_mqadmin_spellings_work(sent: Sent) -> None:
     )
     assert to_queue["msg_id"] in [m["msg_id"] for m in read]
     assert {m["queue_id"] for m in read} == {2}
+    args = ["consumeMessage", "-t", TOPIC, "-g", "PipeLooker", "--wait", "1", "--json"]
+    assert len(json.loads(piped(c, *args, "-s", "0", "-c", "3"))) == 3
+    assert json.loads(piped(c, *args, "-e", "1")) == []  # nothing was stored by then
     keyed = json.loads(
         piped(c, "queryMsgByKey", "-t", TOPIC, "-k", KEY, "-b", "0", "-m", "2", "--json")
     )

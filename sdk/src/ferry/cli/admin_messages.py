@@ -135,12 +135,16 @@ def _read(consumer: PullConsumer, want: int, idle_s: float) -> list[MessageExt]:
 
 
 def _read_from(
-    namesrv: str, starts: dict[MessageQueue, int], count: int, idle_s: float
+    namesrv: str,
+    starts: dict[MessageQueue, int],
+    count: int,
+    idle_s: float,
+    group: str = TOOLS_GROUP,
 ) -> list[MessageExt]:
     """Up to `count` messages of the given queues from the given offsets; commits nothing."""
     from ferry.client import PullConsumer
 
-    with PullConsumer(TOOLS_GROUP, namesrv, auto_commit=False) as consumer:
+    with PullConsumer(group, namesrv, auto_commit=False) as consumer:
         consumer.assign(starts)
         for queue, offset in starts.items():
             consumer.seek(queue, offset)
@@ -166,11 +170,25 @@ def consume_message(
     ] = None,
     queue_id: Annotated[int | None, typer.Option("-i", "--queueId", help="this queue only")] = None,
     offset: Annotated[int, typer.Option("-o", "--offset", help="from this queue offset")] = 0,
+    group: Annotated[
+        str, typer.Option("-g", "--consumerGroup", help="pull as this group (never commits)")
+    ] = TOOLS_GROUP,
+    begin: Annotated[
+        str | None,
+        typer.Option("-s", "--beginTimestamp", help="from the first message stored then"),
+    ] = None,
+    end: Annotated[
+        str | None, typer.Option("-e", "--endTimestamp", help="up to messages stored then")
+    ] = None,
     wait: Annotated[float, typer.Option("--wait", help="seconds to wait for more")] = 2.0,
     json: Json = False,
 ) -> None:
-    """Read messages of a topic (of one broker -b, one queue -i) from the beginning or -o,
-    without committing any offset."""
+    """Read messages of a topic (of one broker -b, one queue -i) from the beginning, from
+    -o, or from the time -s (up to -e), without committing any offset."""
+    from ferry.cli.query import parse_time
+    from ferry.protocol.messages import MAX_QUERY_MS
+
+    until = parse_time(end, MAX_QUERY_MS)
     try:
         with admin_session(namesrv) as admin:
             queues = [
@@ -179,12 +197,17 @@ def consume_message(
                 if (broker is None or q.broker_name == broker)
                 and (queue_id is None or q.queue_id == queue_id)
             ]
-        if not queues:
-            which = f"{broker or '*'}#{'*' if queue_id is None else queue_id}"
-            not_found(f"{topic} has no queue {which}")
-        msgs = _read_from(namesrv, dict.fromkeys(queues, offset), count, wait)
+            if not queues:
+                which = f"{broker or '*'}#{'*' if queue_id is None else queue_id}"
+                not_found(f"{topic} has no queue {which}")
+            starts = dict.fromkeys(queues, offset)
+            if begin is not None:
+                since = parse_time(begin, 0)
+                starts = {q: admin.search_offset(q, since) for q in queues}
+        msgs = _read_from(namesrv, starts, count, wait, group)
     except FerryError as err:
         die(err)
+    msgs = [m for m in msgs if m.store_timestamp <= until]
     _show(f"{len(msgs)} messages of {topic}", msgs, json)
 
 
