@@ -5,6 +5,7 @@ message."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,3 +124,51 @@ def test_a_paused_master_acknowledges_nothing_once_replaced_and_rejoins_as_a_sla
     assert old.said(f"slave of replica {new.replica_id}")
     new_end = wait_for(lambda: ha_end(new), 10, "the new master's log end")
     wait_for(lambda: ha_applied(old) == new_end, 30, "the old master holding the new one's log")
+
+
+def test_an_etcd_restart_under_steady_traffic_elects_no_one_and_loses_nothing(
+    group: ControlledGroup,
+) -> None:
+    master = group.master(60)
+    wait_for(lambda: 0 in broker_ids(group.namesrv_addr), 30, "the master routed as id 0")
+    with Admin(group.namesrv_addr) as admin:
+        admin.create_topic("Failover", 2, 2)
+    acked: list[bytes] = []
+    refused: list[str] = []
+    stop = threading.Event()
+
+    def produce(producer: Producer) -> None:
+        i = 0
+        while not stop.is_set():
+            body = f"steady-{i}".encode()
+            i += 1
+            try:
+                if producer.send(Message("Failover", body)).status == SendStatus.SEND_OK:
+                    acked.append(body)
+            except FerryError as err:
+                refused.append(type(err).__name__)
+
+    with Producer("pg-etcd", group.namesrv_addr, send_timeout_ms=3000) as producer:
+        wait_for(lambda: send_ok(producer, b"first"), 30, "a first acknowledged send")
+        acked.append(b"first")
+        thread = threading.Thread(target=produce, args=(producer,), daemon=True)
+        thread.start()
+        wait_for(lambda: len(acked) > 20, 30, "steady traffic")
+        group.etcd.kill()
+        group.etcd.start()
+        at_restart = len(acked)
+        wait_for(lambda: len(acked) > at_restart + 20, 30, "traffic after etcd's restart")
+        stop.set()
+        thread.join(30)
+    assert group.master(5) is master  # no failover
+    assert not [r for r in group.replicas.values() if r.said("epoch 2")]
+    print(f"{len(acked)} acknowledged, refused meanwhile: {sorted(set(refused))}")
+    got: set[bytes] = set()
+    with PullConsumer(
+        "cg-etcd", group.namesrv_addr, consume_from=ConsumeFromWhere.FIRST_OFFSET
+    ) as consumer:
+        consumer.subscribe("Failover")
+        deadline = time.monotonic() + 30
+        while not set(acked) <= got and time.monotonic() < deadline:
+            got.update(m.body for m in consumer.poll(timeout=0.5))
+    assert set(acked) - got == set()
