@@ -9,6 +9,8 @@ Heartbeat timeout 2000 ms (etcd's shortest lease is about 2 s), scan every 500 m
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -19,12 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fuzz_frames import any_frames, well_formed
+from fuzz_targets import ZmqTarget, drive
+from hypothesis import strategies as st
 from itest_support import LineReader, wait_for
 
 from ferry.protocol.messages import (
     MASTER_ROLE,
     SLAVE_ROLE,
     BrokerGroupState,
+    ControllerCleanBrokerDataRequest,
+    ControllerElectMasterRequest,
+    ControllerGetMetadataRequest,
     ControllerGetSyncStateDataRequest,
     ControllerHeartbeatReply,
     ControllerHeartbeatRequest,
@@ -457,3 +465,67 @@ def test_admin_commands(controller: ServiceProcess) -> None:
         assert [r.replica_id for r in group_state(addr, "admin").replicas] == [1, 2]
     finally:
         stop_all(replicas)
+
+
+def test_a_hung_etcd_gets_brokers_a_typed_error_in_bounded_time(
+    etcd: EtcdProcess, controller: ServiceProcess
+) -> None:
+    addr = controller.endpoints["addr"]
+    replicas = group_of(addr, "hung")
+    try:
+        for r in replicas:
+            r.start()
+        elected(addr, "hung", 1)
+        os.kill(etcd.pid, signal.SIGSTOP)  # etcd answers nothing, and refuses nothing
+        try:
+            began = time.monotonic()
+            reply = call(replicas[0].addr, ControllerGetSyncStateDataRequest(), timeout_ms=10_000)
+            took = time.monotonic() - began
+            assert isinstance(reply, ErrorReply) and (reply.code, reply.retriable) == (2007, True)
+            assert took < 3.0, f"{took:.1f} s for an answer while etcd hangs"
+            # the loop itself never waits on etcd
+            began = time.monotonic()
+            assert isinstance(call(addr, PingRequest()), PongReply)
+            assert time.monotonic() - began < 0.5
+        finally:
+            os.kill(etcd.pid, signal.SIGCONT)
+        last = [len(r.beats) for r in replicas]
+        wait_for(
+            lambda: all(
+                any(isinstance(b.reply, ControllerHeartbeatReply) for b in r.beats[n:])
+                for r, n in zip(replicas, last, strict=True)
+            ),
+            what="heartbeats answered after etcd resumed",
+        )
+        assert controller.alive()
+    finally:
+        stop_all(replicas)
+
+
+CONTROLLER_TYPES = (
+    PingRequest,
+    ControllerRegisterBrokerRequest,
+    ControllerHeartbeatRequest,
+    ControllerGetSyncStateDataRequest,
+    ControllerGetMetadataRequest,
+    ControllerElectMasterRequest,
+    ControllerCleanBrokerDataRequest,
+)
+
+
+def test_fuzzed_requests_never_crash_the_controller(controller: ServiceProcess) -> None:
+    """Every controller request, data-changing ones too (their groups are the fuzzer's own
+    names), with generated values: each answered or refused with a typed error, never an
+    internal error, and a ping after each is answered."""
+    target = ZmqTarget("controller", controller.endpoints["addr"])
+    try:
+        frames = st.one_of(any_frames(CONTROLLER_TYPES), well_formed(CONTROLLER_TYPES))
+        fed = drive(target.feed, frames, budget_s=4.0, max_examples=2000)
+        assert target.ping(), "no answer after the run"
+    finally:
+        target.close()
+    findings = "\n".join(str(f) for f in target.tally.findings[:10])
+    assert not target.tally.findings, findings
+    assert fed >= 50, f"only {fed} frames"
+    assert target.tally.errors > 0 and target.tally.replies > 0
+    assert controller.alive()
