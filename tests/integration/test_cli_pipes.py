@@ -13,13 +13,16 @@ import struct
 import subprocess
 import termios
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from itest_support import FERRY, Cluster, start_cluster, wait_for
 
 from ferry.client import Admin, ConsumeFromWhere, Message, Producer, PullConsumer, SendResult
+from ferry.runtime.launcher import start_broker_services, start_local_cluster
 
 # long names: a table that folds cells to fit 80 columns breaks them
 TOPIC = "PipeTopic_" + "orders_of_the_north_warehouse_" * 3
@@ -339,3 +342,82 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(
         err = proc.stderr.read().decode()
     assert proc.wait(60) == 0, err
     assert err == ""
+
+
+def test_lag_is_never_negative_after_the_queue_lost_its_end(tmp_path: Path) -> None:
+    """A committed offset can still pass the max offset when the store loses its last
+    messages (a crash before the flush): here consumerOffset.json is edited while the broker
+    is down. consumerProgress, the console's group page and the lag metric all say 0."""
+    data = tmp_path / "lost-end"
+    local = start_local_cluster(
+        str(data),
+        overrides={"metricsExporterType": "PROM", "metricsPromExporterPort": "0"},
+        console_port=0,
+    )
+    try:
+        with Admin(local.namesrv_addr) as admin:
+            admin.create_topic("LostEnd", 1, 1)
+        with Producer("LostEndProducer", local.namesrv_addr) as producer:
+            for i in range(3):
+                producer.send(Message("LostEnd", f"m{i}".encode()))
+        with Admin(local.namesrv_addr) as admin:
+            admin.update_consumer_offset("LostEndGroup", admin.queues("LostEnd")[0], 3)
+        broker_port = int(local.broker_addr.rsplit(":", 1)[1])
+        ha_port = local.ha_addr.rsplit(":", 1)[1]
+        for name in ("broker-remoting", "ha-replicator", "checkback", "scheduler", "index"):
+            sp = local.get(name)
+            sp.stop()
+            local.processes.remove(sp)
+        store = local.get("broker-store")
+        store.stop()
+        local.processes.remove(store)
+        offsets_file = data / "broker-a" / "config" / "consumerOffset.json"
+        table = json.loads(offsets_file.read_text())
+        table["offsetTable"]["LostEnd@LostEndGroup"] = {"0": 50}  # 47 past the end
+        offsets_file.write_text(json.dumps(table))
+        start_broker_services(
+            local,
+            str(data / "broker-a"),
+            namesrv_addr=local.namesrv_addr,
+            broker_port=broker_port,
+            overrides={
+                "metricsExporterType": "PROM",
+                "metricsPromExporterPort": "0",
+                "haListenPort": ha_port,
+            },
+        )
+        with Admin(local.namesrv_addr) as admin:
+            queue = admin.queues("LostEnd")[0]
+            assert admin.consumer_offset("LostEndGroup", queue) == 50
+            assert admin.max_offset(queue) == 3
+        argv = [FERRY, "admin", "consumerProgress", "-g", "LostEndGroup", "--json"]
+        cli = subprocess.run(
+            [*argv, "-n", local.namesrv_addr],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert cli.returncode == 0, cli.stderr
+        assert [r["lag"] for r in json.loads(cli.stdout)] == [0]
+        url = f"{local.console_url}/group/LostEndGroup?topic=LostEnd"
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            page = resp.read().decode()
+        assert '<strong id="group-lag">0</strong>' in page
+        assert "-47" not in page
+        metrics = local.get("broker-remoting").endpoints["metrics"]
+
+        def lag_sample() -> list[str]:
+            with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as resp:
+                text = resp.read().decode()
+            return [
+                ln
+                for ln in text.splitlines()
+                if ln.startswith("rocketmq_consumer_lag_messages{")
+                and 'consumer_group="LostEndGroup"' in ln
+            ]
+
+        lines = wait_for(lag_sample, timeout=20, what="LostEndGroup's lag metric")
+        assert all(float(ln.rsplit(" ", 1)[1]) == 0 for ln in lines), lines
+    finally:
+        local.stop()
