@@ -77,6 +77,7 @@ log = logging.getLogger("ferry.controller")
 ATTEMPTS = 4  # reads and transactions of one request before it gives up (retriable)
 CONTROLLER_TTL_S = 10  # a controller's own registration (getControllerMetaData)
 MAX_ADDR = 300
+MAX_REMEMBERED = 10_000  # lease ids and logged groups kept in memory, at most
 R = TypeVar("R")
 
 
@@ -320,6 +321,8 @@ class Decisions:
             self._leases[key] = lease
             return lease
         lease = self.etcd.grant(self.config.lease_ttl_s)
+        if len(self._leases) >= MAX_REMEMBERED:  # only a hint: etcd's keys hold the truth
+            self._leases.clear()
         self._leases[key] = lease
         return lease
 
@@ -359,6 +362,8 @@ class Decisions:
         if choice is None:
             seen = (group.cluster, group.broker_name, state.epoch if state else 0)
             if seen not in self._reported:
+                if len(self._reported) >= MAX_REMEMBERED:
+                    self._reported.clear()
                 self._reported.add(seen)
                 log.warning(
                     "%s: master %s is gone and no replica of the sync state set %s is alive",
