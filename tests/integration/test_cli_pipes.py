@@ -273,6 +273,17 @@ def test_mqadmin_spellings_work(sent: Sent) -> None:
     whole_on_a_line(status, f"# broker {c.broker_addr}")
     assert json.loads(piped(c, "clusterList", "--clusterName", "DefaultCluster", "--json"))
     whole_on_a_line(piped(c, "topicRoute", "-t", TOPIC, "-l"), c.broker_addr)
+    models = json.loads(piped(c, "topicList", "-c", "--json"))
+    assert {"cluster": "DefaultCluster", "topic": TOPIC, "groups": [GROUP]} in models
+    line = next(ln for ln in piped(c, "topicList", "-c").splitlines() if TOPIC in ln)
+    assert line.split() == ["DefaultCluster", TOPIC, GROUP]
+    unique = ["queryMsgByUniqueKey", "-i", sent.results[0].msg_id, "-t", TOPIC, "-a", "true"]
+    assert json.loads(piped(c, *unique, "--json"))["msg_id"] == sent.results[0].msg_id
+    first = sent.results[0].queue
+    by_queue = ["printMsgByQueue", "-t", TOPIC, "-a", first.broker_name, "-i", str(first.queue_id)]
+    assert json.loads(piped(c, *by_queue, "-s", "NoSuchTag", "--json")) == []
+    whole = piped(c, *by_queue, "-d", "true")
+    assert f"# message {sent.results[0].msg_id}" in whole
     updated = piped(c, "updateBrokerConfig", "-k", "maxMessageSize", "-v", "4194304", "-a", "true")
     whole_on_a_line(updated, c.broker_addr)
     with PullConsumer("PipeMember", c.namesrv) as member:

@@ -131,14 +131,45 @@ def update_topic(
 
 
 @app.command("topicList")
-def topic_list(namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False) -> None:
-    """List every topic the name servers know."""
+def topic_list(
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    with_clusters: Annotated[
+        bool,
+        typer.Option("-c", "--clusterModel", help="each topic's clusters and consumer groups"),
+    ] = False,
+    json: Json = False,
+) -> None:
+    """List every topic the name servers know (-c: with their clusters and groups)."""
     with admin_session(namesrv) as admin:
         topics = sorted(admin.topic_list())
-    if json:
-        print_json(topics)
+        if with_clusters:
+            rows = _topic_clusters(admin, topics)
+    if not with_clusters:
+        if json:
+            print_json(topics)
+            return
+        print_table(f"{len(topics)} topics", ["topic"], [(t,) for t in topics])
         return
-    print_table(f"{len(topics)} topics", ["topic"], [(t,) for t in topics])
+    if json:
+        print_json([{"cluster": c, "topic": t, "groups": g} for c, t, g in rows])
+        return
+    table = [(c, t, g) for c, t, groups in rows for g in (groups or [""])]
+    print_table(f"{len(topics)} topics", ["cluster", "topic", "consumer group"], table)
+
+
+def _topic_clusters(admin: Admin, topics: list[str]) -> list[tuple[str, str, list[str]]]:
+    """(cluster, topic, groups consuming it) for each topic a broker still serves."""
+    from ferry.protocol.errors import TopicNotExistError
+
+    rows: list[tuple[str, str, list[str]]] = []
+    for topic in topics:
+        try:
+            clusters = sorted({b.cluster for b in admin.topic_route(topic).broker_datas})
+            groups = admin.consumer_groups(topic)
+        except TopicNotExistError:
+            continue  # deleted meanwhile
+        rows.extend((c, topic, groups) for c in clusters)
+    return rows
 
 
 @app.command("topicRoute")

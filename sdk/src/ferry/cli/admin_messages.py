@@ -221,16 +221,34 @@ def print_msg_by_queue(
     namesrv: Namesrv = DEFAULT_NAMESRV,
     begin: Annotated[int, typer.Option("-o", "--offset", help="first queue offset")] = 0,
     count: Annotated[int, typer.Option("-c", "--count")] = 32,
+    expression: Annotated[
+        str, typer.Option("-s", "--subExpression", help="tags: * or TagA || TagB")
+    ] = "*",
+    end: Annotated[
+        str | None, typer.Option("-e", "--endTimestamp", help="up to messages stored then")
+    ] = None,
+    print_body: Annotated[bool, typer.Option("-d", "--printBody", help="whole bodies")] = False,
     json: Json = False,
 ) -> None:
-    """Print one queue's messages from an offset."""
+    """Print one queue's messages from an offset (with one of the tags of -s, stored up to
+    -e)."""
+    from ferry.cli.query import parse_time, print_message
     from ferry.client import MessageQueue
+    from ferry.client.consume_state import parse_tags
+    from ferry.protocol.messages import MAX_QUERY_MS
 
     queue = MessageQueue(topic, broker, queue_id)
     try:
         msgs = _read_from(namesrv, {queue: begin}, count, 1.0)
     except FerryError as err:
         die(err)
+    tags = parse_tags(expression)
+    until = parse_time(end, MAX_QUERY_MS)
+    msgs = [m for m in msgs if (tags is None or m.tags in tags) and m.store_timestamp <= until]
+    if print_body and not json:
+        for msg in msgs:
+            print_message(msg, False)
+        return
     _show(f"{queue} from offset {begin}", msgs, json)
 
 

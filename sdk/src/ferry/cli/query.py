@@ -210,9 +210,13 @@ def query_msg_by_unique_key(
     msg_id: Annotated[str, typer.Option("-i", "--msgId", help="the client msg id (UNIQ_KEY)")],
     topic: Topic,
     namesrv: Namesrv = DEFAULT_NAMESRV,
+    show_all: Annotated[
+        bool, typer.Option("-a", "--showAll", help="accepted for mqadmin: every copy is shown")
+    ] = False,
     json: Json = False,
 ) -> None:
-    """Show a message by the msg id its producer gave it."""
+    """Show a message by the msg id its producer gave it (every stored copy)."""
+    del show_all
     from ferry.client import queries as q
 
     with admin_session(namesrv) as admin:
