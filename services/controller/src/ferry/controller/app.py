@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ferry.controller.admin import AdminDecisions
 from ferry.controller.config import ControllerConfig
 from ferry.controller.etcd_state import Etcd
 from ferry.controller.handlers import Decisions
@@ -57,13 +58,13 @@ class ControllerApp:
         # a broker's heartbeat waits at most this long for etcd: later, its lease would be
         # mostly spent and its sender has given up
         self._deadline_s = max(1.0, config.controller_heart_beat_timeout_mills / 2000)
-        d = self.decisions
+        d, a = self.decisions, AdminDecisions(self.decisions)
         self._on(ControllerRegisterBrokerRequest, d.register)
         self._on(ControllerHeartbeatRequest, d.heartbeat)
-        self._on(ControllerGetSyncStateDataRequest, d.sync_state)
-        self._on(ControllerElectMasterRequest, d.elect_master)
-        self._on(ControllerCleanBrokerDataRequest, d.clean)
-        self._on(ControllerGetMetadataRequest, lambda _req: d.metadata())
+        self._on(ControllerGetSyncStateDataRequest, a.sync_state)
+        self._on(ControllerElectMasterRequest, a.elect_master)
+        self._on(ControllerCleanBrokerDataRequest, a.clean)
+        self._on(ControllerGetMetadataRequest, lambda _req: a.metadata())
         self._scanning = False
         self.service.every(config.scan_not_active_broker_interval / 1000, self._scan, first_s=0)
         self.service.on_stop(self._stop)

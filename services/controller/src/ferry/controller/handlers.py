@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
@@ -28,10 +27,16 @@ from ferry.controller.etcd_state import (
     Etcd,
     EtcdRejectedError,
     absent,
-    delete,
-    delete_prefix,
     mod_revision_is,
     put,
+)
+from ferry.controller.groups import (
+    candidates,
+    check_addr,
+    check_group_names,
+    group_view,
+    known_epoch,
+    until_done,
 )
 from ferry.controller.model import (
     CONTROLLERS_PREFIX,
@@ -40,120 +45,27 @@ from ferry.controller.model import (
     ReplicaDoc,
     StateDoc,
     alive_key,
-    name_problem,
     replica_key,
     state_key,
 )
 from ferry.protocol.errors import (
-    ControllerBrokerNotAliveError,
-    ControllerElectMasterFailedError,
-    ControllerInvalidCleanError,
-    ControllerMetadataNotExistError,
     ControllerNeedToRegisterError,
-    ControllerNotLeaderError,
     InvalidParameterError,
 )
 from ferry.protocol.messages import (
     MASTER_ROLE,
-    BrokerGroupState,
-    ControllerCleanBrokerDataReply,
-    ControllerCleanBrokerDataRequest,
-    ControllerElectMasterReply,
-    ControllerElectMasterRequest,
-    ControllerGetSyncStateDataRequest,
     ControllerHeartbeatReply,
     ControllerHeartbeatRequest,
-    ControllerMetadataReply,
     ControllerRegisterBrokerReply,
     ControllerRegisterBrokerRequest,
-    ControllerSyncStateDataReply,
     EpochEntry,
-    ReplicaStatus,
 )
 from ferry.runtime.throttled_log import ThrottledLog
 
 log = logging.getLogger("ferry.controller")
 
-ATTEMPTS = 4  # reads and transactions of one request before it gives up (retriable)
 CONTROLLER_TTL_S = 10  # a controller's own registration (getControllerMetaData)
-MAX_ADDR = 300
 MAX_REMEMBERED = 10_000  # lease ids and logged groups kept in memory, at most
-R = TypeVar("R")
-
-
-def check_group_names(cluster: str, broker_name: str) -> None:
-    for what, name in (("cluster", cluster), ("broker_name", broker_name)):
-        problem = name_problem(what, name)
-        if problem:
-            raise InvalidParameterError(problem)
-
-
-def check_addr(what: str, addr: str, *, required: bool = True) -> None:
-    if not addr and not required:
-        return
-    host, sep, port = addr.rpartition(":")
-    if len(addr) > MAX_ADDR or not sep or not host or not port.isdigit():
-        raise InvalidParameterError(f"{what} {addr[:MAX_ADDR]!r} is not host:port")
-    if not 0 < int(port) <= 65535:
-        raise InvalidParameterError(f"{what} {addr!r} is not host:port")
-
-
-def candidates(group: Group, extra: Candidate | None = None) -> dict[int, Candidate]:
-    """The live, registered replicas (and `extra`, the one heartbeating now)."""
-    out = {
-        rid: Candidate(rid, group.replicas[rid].priority, a.doc.max_offset, a.doc.epoch)
-        for rid, a in group.alive.items()
-        if rid in group.replicas
-    }
-    if extra is not None:
-        out[extra.replica_id] = extra
-    return out
-
-
-def known_epoch(group: Group, extra: int = 0) -> int:
-    return max([extra, *(a.doc.epoch for a in group.alive.values())])
-
-
-def group_view(group: Group) -> BrokerGroupState:
-    st = group.state or StateDoc()
-    master = group.replicas.get(st.master_id)
-    replicas = [
-        ReplicaStatus(
-            replica_id=rid,
-            addr=doc.addr,
-            ha_addr=doc.ha_addr,
-            priority=doc.priority,
-            registered_ms=doc.registered_ms,
-            alive=rid in group.alive,
-            max_offset=group.alive[rid].doc.max_offset if rid in group.alive else 0,
-            epoch=group.alive[rid].doc.epoch if rid in group.alive else 0,
-            role=group.alive[rid].doc.role if rid in group.alive else "",
-            in_sync=rid in st.sync_state_set,
-        )
-        for rid, doc in sorted(group.replicas.items())
-    ]
-    return BrokerGroupState(
-        cluster=group.cluster,
-        broker_name=group.broker_name,
-        master_id=st.master_id,
-        master_addr=master.addr if master else st.master_addr,
-        master_ha_addr=master.ha_addr if master else st.master_ha_addr,
-        epoch=st.epoch,
-        sync_state_set=sorted(st.sync_state_set),
-        sync_state_set_epoch=st.sync_state_set_epoch,
-        epochs=[EpochEntry(e, o) for e, o in st.epochs],
-        replicas=replicas,
-        handover_to=st.handover_to,
-    )
-
-
-def until_done(attempt: Callable[[], R | None], broker_name: str) -> R:
-    """attempt() again while it says another writer changed the group first (None)."""
-    for _ in range(ATTEMPTS):
-        reply = attempt()
-        if reply is not None:
-            return reply
-    raise ControllerNotLeaderError(f"the state of {broker_name} kept changing; retry")
 
 
 class Decisions:
@@ -340,9 +252,9 @@ class Decisions:
                 continue
             if state is None and not group.alive:
                 continue
-            self._elect(group, preferred=state.handover_to if state else 0)
+            self.elect(group, preferred=state.handover_to if state else 0)
 
-    def _elect(self, group: Group, preferred: int = 0, forced: int = 0) -> StateDoc | None:
+    def elect(self, group: Group, preferred: int = 0, forced: int = 0) -> StateDoc | None:
         """One election in `group` (read at one revision): the new state, or None when no
         replica may win or another writer changed the group first. forced: electMaster's
         target, checked by the caller."""
@@ -393,188 +305,6 @@ class Decisions:
             "" if choice.clean else "; UNCLEAN: it was not in the sync state set",
         )
         return new_state
-
-    def elect_master(self, req: ControllerElectMasterRequest) -> ControllerElectMasterReply:
-        check_group_names(req.cluster, req.broker_name)
-        return until_done(lambda: self._elect_master_once(req), req.broker_name)
-
-    def _elect_master_once(
-        self, req: ControllerElectMasterRequest
-    ) -> ControllerElectMasterReply | None:
-        group = self.etcd.group(req.cluster, req.broker_name)
-        if not group.replicas:
-            raise ControllerMetadataNotExistError(
-                f"no replica of {req.cluster}/{req.broker_name} is registered"
-            )
-        target = self._target(group, req)
-        state = group.state or StateDoc()
-        if target and target not in group.alive:
-            raise ControllerBrokerNotAliveError(f"replica {target} has no live heartbeat")
-        unclean = self.config.enable_elect_unclean_master
-        in_sync = group.never_elected or target in state.sync_state_set
-        if target and not in_sync and not unclean:
-            raise ControllerElectMasterFailedError(
-                f"replica {target} is not in the sync state set {sorted(state.sync_state_set)}"
-                " (enableElectUncleanMaster=false)"
-            )
-        skey = state_key(req.cluster, req.broker_name)
-        if group.master_alive:
-            if not target:
-                raise ControllerElectMasterFailedError(
-                    f"master {state.master_id} is alive: name the replica to switch to (-b)"
-                )
-            wanted = 0 if target == state.master_id else target
-            if state.handover_to != wanted:
-                fenced = msgspec.structs.replace(state, handover_to=wanted)
-                if not self.etcd.txn([mod_revision_is(skey, group.state_rev)], [put(skey, fenced)]):
-                    return None
-                group.state = fenced
-                if wanted:
-                    log.warning(
-                        "%s/%s: electMaster: master %d fenced, replica %d takes over once "
-                        "its lease lapses",
-                        req.cluster,
-                        req.broker_name,
-                        state.master_id,
-                        wanted,
-                    )
-            wait_ms = self.config.controller_heart_beat_timeout_mills
-            wait_ms += 2 * self.config.scan_not_active_broker_interval
-            return ControllerElectMasterReply(
-                state=group_view(group), pending=bool(wanted), wait_ms=wait_ms if wanted else 0
-            )
-        new_state = self._elect(group, forced=target)
-        if new_state is None:
-            if target:  # the target was eligible: the group changed under us
-                return None
-            raise ControllerElectMasterFailedError(
-                f"no live replica of {req.broker_name} may become master"
-            )
-        group.state = new_state
-        return ControllerElectMasterReply(state=group_view(group))
-
-    @staticmethod
-    def _target(group: Group, req: ControllerElectMasterRequest) -> int:
-        if req.replica_id:
-            if req.replica_id not in group.replicas:
-                raise ControllerMetadataNotExistError(f"replica {req.replica_id} is not registered")
-            return req.replica_id
-        if not req.broker_addr:
-            return 0
-        for rid, doc in group.replicas.items():
-            if req.broker_addr in (doc.addr, doc.ha_addr):
-                return rid
-        raise ControllerMetadataNotExistError(
-            f"no replica of {req.broker_name} is registered at {req.broker_addr}"
-        )
-
-    # ---- administration ----
-
-    def clean(self, req: ControllerCleanBrokerDataRequest) -> ControllerCleanBrokerDataReply:
-        check_group_names(req.cluster, req.broker_name)
-        return until_done(lambda: self._clean_once(req), req.broker_name)
-
-    def _clean_once(
-        self, req: ControllerCleanBrokerDataRequest
-    ) -> ControllerCleanBrokerDataReply | None:
-        group = self.etcd.group(req.cluster, req.broker_name)
-        if not group.replicas and group.state is None and not group.state_rev:
-            raise ControllerMetadataNotExistError(
-                f"the controller holds nothing for {req.cluster}/{req.broker_name}"
-            )
-        whole = not req.replica_ids
-        ids = sorted(group.replicas) if whole else sorted(set(req.replica_ids))
-        unknown = [i for i in ids if i not in group.replicas]
-        if unknown:
-            raise ControllerMetadataNotExistError(f"replicas {unknown} are not registered")
-        state = group.state or StateDoc()
-        if group.master_alive and (whole or state.master_id in ids):
-            raise ControllerInvalidCleanError(
-                f"replica {state.master_id} is the live master of {req.broker_name} and holds "
-                "a write lease: stop it (or electMaster another replica) first"
-            )
-        living = [i for i in ids if i in group.alive]
-        if living and not req.clean_living:
-            raise ControllerInvalidCleanError(
-                f"replicas {living} are alive; add --cleanLivingBroker to clean them anyway"
-            )
-        skey = state_key(req.cluster, req.broker_name)
-        compare = [mod_revision_is(skey, group.state_rev)]
-        if state.master_id and (whole or state.master_id in ids):
-            # the master must still be dead when this commits
-            compare.append(absent(alive_key(req.cluster, req.broker_name, state.master_id)))
-        if not req.clean_living:
-            compare += [absent(alive_key(req.cluster, req.broker_name, i)) for i in ids]
-        if whole:
-            if not self.etcd.txn(compare, [delete_prefix(group.prefix)]):
-                return None
-            log.warning("%s/%s: every replica's metadata cleaned", req.cluster, req.broker_name)
-            return ControllerCleanBrokerDataReply(cleaned=ids, group_removed=True)
-        ops = []
-        for i in ids:
-            ops += [
-                delete(replica_key(req.cluster, req.broker_name, i)),
-                delete(alive_key(req.cluster, req.broker_name, i)),
-            ]
-        if group.state is not None:
-            kept = [i for i in state.sync_state_set if i not in ids]
-            new_state = msgspec.structs.replace(
-                state,
-                sync_state_set=kept,
-                sync_state_set_epoch=state.sync_state_set_epoch + (kept != state.sync_state_set),
-                handover_to=0 if state.handover_to in ids else state.handover_to,
-            )
-            if state.master_id in ids:
-                new_state = msgspec.structs.replace(
-                    new_state, master_id=0, master_addr="", master_ha_addr=""
-                )
-            ops.append(put(skey, new_state))
-        if not self.etcd.txn(compare, ops):
-            return None
-        log.warning("%s/%s: replicas %s cleaned", req.cluster, req.broker_name, ids)
-        return ControllerCleanBrokerDataReply(cleaned=ids)
-
-    def sync_state(self, req: ControllerGetSyncStateDataRequest) -> ControllerSyncStateDataReply:
-        if req.cluster:
-            check_group_names(req.cluster, "x")
-        groups = self.etcd.groups(req.cluster)
-        chosen = [
-            g
-            for (_, name), g in sorted(groups.items())
-            if not req.broker_names or name in req.broker_names
-        ]
-        missing = sorted(set(req.broker_names) - {g.broker_name for g in chosen})
-        if missing:
-            raise ControllerMetadataNotExistError(
-                f"the controller holds nothing for {', '.join(missing)}"
-            )
-        return ControllerSyncStateDataReply(groups=[group_view(g) for g in chosen])
-
-    def metadata(self) -> ControllerMetadataReply:
-        cfg = self.config
-        base: dict[str, Any] = {
-            "addr": self.addr,
-            "etcd_endpoints": self.etcd.endpoints,
-            "heartbeat_timeout_ms": cfg.controller_heart_beat_timeout_mills,
-            "elect_unclean_master": cfg.enable_elect_unclean_master,
-        }
-        try:
-            status = self.etcd.status()
-            members = self.etcd.members()
-            _, kvs = self.etcd.range_prefix(CONTROLLERS_PREFIX)
-        except ControllerNotLeaderError:
-            return ControllerMetadataReply(**base)
-        names = {str(m.get("ID", "")): str(m.get("name", "")) for m in members}
-        return ControllerMetadataReply(
-            **base,
-            controllers=sorted(kv.key[len(CONTROLLERS_PREFIX) :] for kv in kvs),
-            etcd_reachable=True,
-            etcd_version=str(status.get("version", "")),
-            etcd_leader=names.get(str(status.get("leader", "")), str(status.get("leader", ""))),
-            etcd_members=[
-                f"{m.get('name', '')}={','.join(m.get('clientURLs', []))}" for m in members
-            ],
-        )
 
     def _announce(self) -> None:
         """This controller's key under /ferry-controllers/, on a lease of its own."""
