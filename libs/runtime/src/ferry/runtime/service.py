@@ -246,6 +246,9 @@ class Service:
         self._bad_frames = 0
         # bad frames and messages dropped by the loop's last-resort guard
         self.bad_input = ThrottledLog(log)
+        # a periodic step failing every round (a save on a full disk) logs a few lines, not
+        # one per round
+        self._timer_failures = ThrottledLog(log)
         self.busy_exempt: set[type[Any]] = {PingRequest, MetricsRequest}
 
     # ---- wiring ----
@@ -361,8 +364,10 @@ class Service:
                 heapq.heappush(self._timers, (now + interval, next(self._timer_seq), fn, interval))
             try:
                 fn()
-            except Exception:
-                log.exception("%s: timer %s failed", self.name, getattr(fn, "__name__", fn))
+            except Exception:  # noqa: BLE001 - logged (throttled) with its traceback
+                self._timer_failures.exception(
+                    "%s: timer %s failed", self.name, getattr(fn, "__name__", fn)
+                )
         for peer in self._peers:
             peer.expire(now)
 

@@ -43,9 +43,13 @@ def save_progress(root: Path, progress: Progress, *, sync: bool = True) -> None:
     data = msgspec.json.encode(progress)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, root / FILE_NAME)
+        try:
+            os.write(fd, data)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, root / FILE_NAME)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk: the last snapshot stays, no half file
+        raise
