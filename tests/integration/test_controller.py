@@ -210,6 +210,18 @@ def elected(addr: str, name: str, epoch: int) -> BrokerGroupState:
     return state
 
 
+def wait_answered_again(replicas: list[Replica]) -> None:
+    """Waits until every replica's heartbeat is answered by a heartbeat reply again."""
+    since = [len(r.beats) for r in replicas]
+    wait_for(
+        lambda: all(
+            any(isinstance(b.reply, ControllerHeartbeatReply) for b in r.beats[n:])
+            for r, n in zip(replicas, since, strict=True)
+        ),
+        what="heartbeats answered again",
+    )
+
+
 def stop_all(replicas: list[Replica]) -> None:
     for r in replicas:
         if r.running:
@@ -369,14 +381,7 @@ def test_an_etcd_restart_keeps_the_state_and_fails_nobody_over(
         assert (refused.code, refused.retriable) == (2007, True)  # CONTROLLER_NOT_LEADER
         assert isinstance(call(addr, PingRequest()), PongReply)
         etcd.start()
-        up_since = [len(r.beats) for r in replicas]
-        wait_for(
-            lambda: all(
-                any(isinstance(b.reply, ControllerHeartbeatReply) for b in r.beats[n:])
-                for r, n in zip(replicas, up_since, strict=True)
-            ),
-            what="heartbeats answered again",
-        )
+        wait_answered_again(replicas)
         # a whole heartbeat timeout and two scans later, the same master, epoch and set
         watch_until = time.monotonic() + TIMEOUT_MS / 1000 + 2 * SCAN_MS / 1000
         while time.monotonic() < watch_until:
@@ -489,14 +494,7 @@ def test_a_hung_etcd_gets_brokers_a_typed_error_in_bounded_time(
             assert time.monotonic() - began < 0.5
         finally:
             os.kill(etcd.pid, signal.SIGCONT)
-        last = [len(r.beats) for r in replicas]
-        wait_for(
-            lambda: all(
-                any(isinstance(b.reply, ControllerHeartbeatReply) for b in r.beats[n:])
-                for r, n in zip(replicas, last, strict=True)
-            ),
-            what="heartbeats answered after etcd resumed",
-        )
+        wait_answered_again(replicas)
         assert controller.alive()
     finally:
         stop_all(replicas)
