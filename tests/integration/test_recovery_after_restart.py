@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from consume_support import Received, create_topic
-from itest_support import FERRY, LineReader, RawClient, alive, wait_for
-from supervision_support import FAST_POLICY, ServedBroker, child_running
+from itest_support import FERRY, LineReader, RawClient, alive, children_of, wait_for
+from supervision_support import FAST_POLICY, ServedBroker, child_running, cmdline
 
 from ferry.client import (
     Admin,
@@ -100,6 +100,20 @@ def namesrv() -> Iterator[ServedNamesrv]:
         served.close()
 
 
+def stop_cleanly(broker: ServedBroker) -> None:
+    """SIGTERM to `ferry serve broker`: it must exit 0; if it hangs, which services are left
+    and its last lines go in the failure."""
+    try:
+        code = broker.stop()
+    except subprocess.TimeoutExpired:
+        left = {pid: " ".join(cmdline(pid)[2:4]) for pid in children_of(broker.proc.pid)}
+        pytest.fail(
+            f"ferry serve broker still running 60 s after SIGTERM: {left}\n"
+            + "\n".join(broker.reader.lines[-30:])
+        )
+    assert code == 0
+
+
 def send_ok(producer: Producer, topic: str, body: bytes, keys: list[str] | None = None) -> bool:
     try:
         return producer.send(Message(topic, body, keys=keys)).status == SendStatus.SEND_OK
@@ -132,7 +146,7 @@ def test_a_restarted_name_server_routes_to_the_broker_within_seconds(
             + ", ".join(f"{k:.2f} s ({b:.2f} s)" for k, b in times)
         )
         assert max(b for _, b in times) < ROUTES_BACK_WITHIN_S, times
-        assert broker.stop() == 0
+        stop_cleanly(broker)
     finally:
         broker.close()
 
@@ -227,7 +241,7 @@ def test_every_acknowledged_key_is_found_after_a_kill_under_load_of(
             f"was down, {sender.failed} sends failed; the newest key then found "
             f"{caught_up:.2f} s after its ready line"
         )
-        assert broker.stop() == 0
+        stop_cleanly(broker)
     finally:
         if sender is not None:
             sender.stop()
@@ -369,7 +383,7 @@ def test_delayed_messages_arrive_once_after_a_kill_of(
             f"kill -9 of {killed}: {len(want)} delayed messages delivered{twice}, {while_down} "
             f"sent while it was down; {skipped} repeat(s) skipped by the scheduler's recovery{late}"
         )
-        assert broker.stop() == 0
+        stop_cleanly(broker)
     finally:
         consumer.shutdown()
         if sender is not None:
@@ -418,7 +432,7 @@ def test_a_push_consumer_waiting_on_an_empty_queue_gets_messages_sent_after_a_re
             f"{service} back -> first send {sent_at - back_at:.2f} s; "
             f"that send -> its delivery to the held consumer {first_at - sent_at:.2f} s"
         )
-        assert broker.stop() == 0
+        stop_cleanly(broker)
     finally:
         consumer.shutdown()
         broker.close()
