@@ -105,6 +105,10 @@ class ControlledGroup:
         return self.controller.endpoints["addr"]
 
     def start_replica(self, replica_id: int) -> Replica:
+        """Starts replica_id's tree (again, on its store, after a kill)."""
+        old = self.replicas.pop(replica_id, None)
+        if old is not None:
+            old.close()
         replica = Replica(
             self.root / f"replica-{replica_id}", replica_id, self.controller_addr, self.namesrv_addr
         )
