@@ -1,9 +1,10 @@
 """A one-shot request to cut the CommitLog at start-up (ferry.runtime.epoch_file writes and
 reads it): the file `truncateCommitLogTo` under storePathRootDir holds an offset. The broker
 agent (controller mode) writes it when the broker rejoins its group as a slave and holds bytes
-the group did not keep, then restarts the store; the store cuts its log there as recovery cuts a torn tail (ConsumeQueue entries past it go
-too), makes the cut durable, and only then removes the file, so a crash in between cuts again
-at the same offset and nothing written after the cut is ever cut by it.
+the group did not keep, then restarts the store; the store cuts its log there as recovery
+cuts a torn tail (ConsumeQueue entries past it go too), makes the cut durable, and only then
+removes the file, so a crash in between cuts again at the same offset and nothing written
+after the cut is ever cut by it.
 """
 
 from __future__ import annotations
