@@ -94,7 +94,7 @@ class ServedBroker:
         assert self.proc.stdout is not None
         self.reader = LineReader(self.proc.stdout)
         ready = self.reader.wait_for_prefix("READY broker ", timeout=120)
-        self.addr = ready.split("addr=", 1)[1]
+        self.addr = ready.split("addr=", 1)[1].split()[0]  # `… ha=…` follows
 
     def pid_of(self, service: str) -> int:
         pid = child_running(self.proc.pid, MODULES[service])
