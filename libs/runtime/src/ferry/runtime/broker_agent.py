@@ -28,6 +28,7 @@ from typing import Any
 
 import zmq
 
+from ferry.protocol.codes import ResponseCode
 from ferry.protocol.messages import (
     AnyRequest,
     ControllerHeartbeatReply,
@@ -136,8 +137,11 @@ class BrokerAgent:
         if isinstance(reply, ControllerHeartbeatReply):
             self.beats += 1
             self._follow(reply, sent_at, end)
-        elif isinstance(reply, ErrorReply) and "not registered" in reply.message:
-            self.registered = False
+        elif (
+            isinstance(reply, ErrorReply)
+            and reply.code == ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
+        ):
+            self.registered = False  # its metadata was cleaned: register again
 
     def _register(self, end: int) -> None:
         reply = self._ask(
@@ -250,7 +254,11 @@ class BrokerAgent:
             index = (self._next + i) % count
             with BlockingClient(f"tcp://{self._controllers[index]}", self._ctx) as client:
                 answer = client.call(request, ASK_TIMEOUT_MS)
-            if answer is not None:
-                self._next = index
-                return answer[0]
+            if answer is None:
+                continue
+            reply = answer[0]
+            if isinstance(reply, ErrorReply) and reply.code == ResponseCode.CONTROLLER_NOT_LEADER:
+                continue  # that controller lost etcd: another may have it
+            self._next = index
+            return reply
         return None
