@@ -53,6 +53,7 @@ IMAGE_PACKAGES = (
     "ferry-scheduler",
     "ferry-ha-replicator",
     "ferry-console",
+    "ferry-controller",
     "ferry",
 )
 
