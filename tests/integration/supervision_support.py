@@ -520,3 +520,29 @@ def stop_under_load(dev: DevUp, load: FaultLoad, probes: Probes, kind: str, seco
     said = [ln for ln in read_now(dev.reader) if ln.startswith(f"[supervisor] {kind}")]
     failed.subtract(failed_before)
     return Hang(kind, +failed, acked_during, to_serving, dev_kinds(dev).get(kind) != pid, said)
+
+
+def unread_at(dev: DevUp, server: str, client: str) -> int:
+    """Bytes that `client`'s TCP connections to `server` (services of the dev up) have sent
+    and `server` has not read yet: what a stopped service leaves in its sockets."""
+    port = int(
+        (listening(dev, server).get("endpoint") or listening(dev, server)["addr"]).rsplit(":", 1)[1]
+    )
+    pid = dev_kinds(dev)[client]
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+
+    def port_of(address: str) -> int:
+        return int(address.rsplit(":", 1)[1], 16)
+
+    theirs = {port_of(r[1]) for r in rows if r[9] in inodes and port_of(r[2]) == port}
+    return sum(
+        int(r[4].split(":")[1], 16)
+        for r in rows
+        if port_of(r[1]) == port and port_of(r[2]) in theirs
+    )

@@ -8,6 +8,10 @@ bench/faults_under_load.py runs the same with several rounds per kind and prints
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,9 +27,10 @@ from supervision_support import (
     fault_order,
     kill_under_load,
     stop_under_load,
+    unread_at,
 )
 
-from ferry.client import Admin
+from ferry.client import Admin, Message, Producer, SendStatus
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -148,3 +153,31 @@ def assert_queues_consistent(dev: DevUp, load: FaultLoad) -> None:
 
         wait_for(committed, 30, "the group's offsets at each queue's end")
     assert sum(ends.values()) >= len(load.figures.acked)
+
+
+def test_a_send_in_flight_when_the_store_is_killed_fails_at_once_and_its_retry_succeeds(
+    dev: DevUp,
+) -> None:
+    """A put the store never answered because it was killed: remoting answers it with a
+    retriable error as soon as its connection to the store drops, so the producer's retry
+    (on the restarted store) succeeds within the send timeout instead of the send timing out."""
+    pid = dev_kinds(dev)["broker-store"]
+    with Producer("pg-in-flight", dev.fields["namesrv"], send_timeout_ms=8000) as producer:
+        assert producer.send(Message(TOPIC, b"before")).status == SendStatus.SEND_OK
+        os.kill(pid, signal.SIGSTOP)  # the next put waits in the store's socket, unread
+        body = b"in flight" * 100
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            unread = unread_at(dev, "broker-store", "broker-remoting")
+            began = time.monotonic()
+            pending = pool.submit(producer.send, Message(TOPIC, body))
+            wait_for(
+                lambda: unread_at(dev, "broker-store", "broker-remoting") >= unread + len(body),
+                5,
+                "the put waiting in the stopped store's socket",
+            )
+            os.kill(pid, signal.SIGKILL)
+            result = pending.result(timeout=20)
+            took = time.monotonic() - began
+    print(f"the send in flight at the kill: {result.status.name} after {took:.2f} s")
+    assert result.status == SendStatus.SEND_OK
+    assert took < 6, took  # not the 8 s timeout
