@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from ferry.protocol.errors import (
+    ConnectionFailedError,
     FerryError,
     RequestCodeNotSupportedError,
     RequestTimeoutError,
@@ -208,6 +210,31 @@ class Peer:
             callback = self._pending.pop(env.id, None)
             if callback is not None:
                 self._service.run_callback(callback, env.body, payload)
+
+    def watch(self, events: int, on_event: Callable[[], None]) -> None:
+        """Calls on_event from the loop after any of `events` (zmq.EVENT_* bits) on this
+        connection, once per loop turn however many arrived together. ZeroMQ reconnects by
+        itself and says nothing: a request a killed peer held is otherwise only a timeout,
+        and a peer restarted empty is not seen at all."""
+        monitor = self._socket.get_monitor_socket(events)
+
+        def on_readable(sock: zmq.Socket[Any]) -> None:
+            seen = False
+            while sock.poll(0):
+                seen |= bool(recv_monitor_message(sock, zmq.NOBLOCK)["event"] & events)
+            if seen:
+                on_event()
+
+        self._service.add_reader(monitor, on_readable)  # closed with the context on stop
+
+    def fail_pending(self, why: str) -> None:
+        """Answers every request in flight with a retriable ConnectionFailedError (the peer
+        went away holding them: a long poll, a put), so that callers ask again at once."""
+        waiting, self._pending = self._pending, {}
+        self._deadlines.clear()
+        for callback in waiting.values():
+            err = ConnectionFailedError(f"{self.endpoint}: {why}")
+            self._service.run_callback(callback, error_reply(err), [])
 
     def expire(self, now: float) -> None:
         while self._deadlines and self._deadlines[0][0] <= now:

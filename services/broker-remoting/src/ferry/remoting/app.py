@@ -75,7 +75,6 @@ from ferry.remoting.ha_wait import SlaveAckWait
 from ferry.remoting.live_config import LiveConfig
 from ferry.remoting.member_notices import MemberNotifier
 from ferry.remoting.message_query import MessageQueryProcessor
-from ferry.remoting.peer_watch import watch_peer
 from ferry.remoting.pull import PullProcessor
 from ferry.remoting.queue_locks import QueueLockProcessor, QueueLockTable
 from ferry.remoting.registration import NamesrvRegistrar, parse_namesrv_addr, register_period_s
@@ -189,7 +188,14 @@ class RemotingApp:
         topics_changed = self._topics_changed
         send = SendProcessor(config, self.topics, store, self.stats, self.addr, topics_changed)
         pull = PullProcessor(config, self.topics, self.groups, self.offsets, store, self.stats)
-        watch_peer(service, store, zmq.EVENT_DISCONNECTED, pull.store_lost)  # its held pulls
+        # a killed store never answers what it held: its long polls are answered empty (the
+        # consumer pulls again) and its puts failed as retriable (the producer sends again)
+
+        def store_lost() -> None:
+            pull.store_lost()
+            send.store_lost()
+
+        store.watch(zmq.EVENT_DISCONNECTED, store_lost)
         group_topics = GroupTopics(self.topics, topics_changed)
         locks = QueueLockTable()
         notifier = MemberNotifier(service)

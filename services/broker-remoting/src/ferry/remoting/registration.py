@@ -37,7 +37,6 @@ from ferry.protocol.messages import (
     RegisterBrokerRequest,
     UnregisterBrokerRequest,
 )
-from ferry.remoting.peer_watch import watch_peer
 from ferry.runtime.service import Peer, Service
 
 log = logging.getLogger("ferry.remoting.registration")
@@ -142,7 +141,7 @@ class NamesrvRegistrar:
                 self._mark_up(link)
                 link.peer.request(self._registration(), self._on_register_reply(link))
 
-        watch_peer(self._service, link.peer, zmq.EVENT_HANDSHAKE_SUCCEEDED, on_connected)
+        link.peer.watch(zmq.EVENT_HANDSHAKE_SUCCEEDED, on_connected)
 
     def unregister_all(self) -> None:
         """Best effort on stop: one oneway message to each name server that is up."""

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import msgspec
+import zmq
 
 from ferry.protocol.errors import NoPermissionError
 from ferry.protocol.messages import (
@@ -29,7 +30,6 @@ from ferry.protocol.messages import (
     StoreStatusReply,
     StoreStatusRequest,
 )
-from ferry.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC, TRANSACTION_TOPICS
 from ferry.runtime import metrics
 from ferry.runtime.dir_lock import DirLock
 from ferry.runtime.service import Call, Service, announce_ready
@@ -37,7 +37,7 @@ from ferry.runtime.version import package_version
 from ferry.scheduler.component import Component
 from ferry.scheduler.config import SchedulerConfig
 from ferry.scheduler.delay import DelayLevels
-from ferry.scheduler.delivery import Deliverer
+from ferry.scheduler.delivery import HOLDING_TOPICS, Deliverer
 from ferry.scheduler.progress import FILE_NAME as PROGRESS_FILE
 from ferry.scheduler.progress import Progress, load_progress, save_progress
 from ferry.scheduler.recovery import SCAN_GRACE_MS, StartupScan
@@ -49,8 +49,7 @@ log = logging.getLogger("ferry.scheduler")
 SERVICE_NAME = "scheduler"
 STORE_TIMEOUT_S = 5.0
 STORE_RETRY_S = 0.5
-# topics whose records wait to be delivered (their SCHEDULED_FROM, if any, is not a delivery)
-HOLDING_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC, *TRANSACTION_TOPICS})
+LOST = "the connection to the store dropped"
 
 
 class SchedulerApp:
@@ -68,6 +67,8 @@ class SchedulerApp:
             version=package_version("ferry-scheduler"),
         )
         self.store = self.service.connect_peer(config.store_endpoint)
+        # a killed store never answers its held long polls: they are asked again at once
+        self.store.watch(zmq.EVENT_DISCONNECTED, lambda: self.store.fail_pending(LOST))
         self.deliverer = Deliverer(self.service, self.store)
         self.deliverer.see(self.progress.scan_from)
         self.delays = DelayLevels(

@@ -7,6 +7,11 @@ copies stored since the last progress snapshot; deliveries of those origins are 
 
 The watermark is a CommitLog offset the log had certainly reached (ends of records seen and
 put): any put issued later lands at or above it, which is what makes `scan_from` safe.
+
+A put whose outcome is unknown (no reply in time, or the store's connection dropped with it in
+flight: the store may have stored it before it died) is not simply put again: the log from the
+put's watermark is read first (as the start-up scan does), and the copies found there count
+as delivered, so a store killed mid-put delivers nothing twice.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from typing import Any, NamedTuple
 from opentelemetry.trace import Span, SpanKind
 
 from ferry.protocol import record
+from ferry.protocol.codes import ResponseCode
 from ferry.protocol.messages import AnyReply, ErrorReply, StorePutReply, StorePutRequest
+from ferry.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC, TRANSACTION_TOPICS
 from ferry.runtime import telemetry
 from ferry.runtime.service import Peer, Service
 
@@ -33,6 +40,10 @@ DROPPED_ON_DELIVERY = (record.PROPERTY_DELAY,)
 Done = Callable[[bool], None]
 # copies due together for the same queue travel in one put (one frame, PERFORMANCE.md)
 MAX_BATCH = 128
+# topics whose records wait to be delivered (their SCHEDULED_FROM, if any, is not a delivery)
+HOLDING_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC, *TRANSACTION_TOPICS})
+# a put answered with one of these may have been stored all the same
+UNKNOWN_OUTCOME = frozenset({ResponseCode.RPC_TIME_OUT, ResponseCode.RPC_SEND_TO_CHANNEL_FAILED})
 
 
 class Pending(NamedTuple):
@@ -120,18 +131,21 @@ class Deliverer:
 
     def _put(self, key: tuple[str, int, str], batch: list[Pending]) -> None:
         topic, queue_id, store_host = key
+        issued_at = self.watermark
 
         def on_put(body: AnyReply, _frames: list[Any]) -> None:
             ok = isinstance(body, StorePutReply) and len(body.phys_offsets) == len(batch)
             if isinstance(body, StorePutReply) and ok:
                 self.see(body.phys_offsets[-1] + len(batch[-1].raw))
                 self.delivered += len(batch)
+                self._finish(batch, {b.origin for b in batch})
+                return
+            reason = body.message if isinstance(body, ErrorReply) else type(body).__name__
+            log.warning("delivery of %d message(s) to %s failed: %s", len(batch), topic, reason)
+            if isinstance(body, ErrorReply) and body.code in UNKNOWN_OUTCOME:
+                self._look_for(batch, issued_at)
             else:
-                reason = body.message if isinstance(body, ErrorReply) else type(body).__name__
-                log.warning("delivery of %d message(s) to %s failed: %s", len(batch), topic, reason)
-            for item in batch:
-                telemetry.end_span(item.span, "" if ok else "store_put_failed")
-                item.on_done(ok)
+                self._finish(batch, set())
 
         # the store's append span joins the first traced copy's `deliver` span
         traced = next((item.span for item in batch if item.span is not None), None)
@@ -147,3 +161,24 @@ class Deliverer:
             traceparent=traceparent,
             tracestate=tracestate,
         )
+
+    def _finish(self, batch: list[Pending], stored: set[int]) -> None:
+        for item in batch:
+            done = item.origin in stored
+            telemetry.end_span(item.span, "" if done else "store_put_failed")
+            item.on_done(done)
+
+    def _look_for(self, batch: list[Pending], issued_at: int) -> None:
+        """The put may be stored: the copies found in the log from issued_at on are done."""
+        from ferry.scheduler.recovery import StartupScan  # recovery imports this module
+
+        def on_scanned(found: set[int], log_end: int) -> None:
+            self.see(log_end)
+            stored = {item.origin for item in batch} & found
+            self.done_before |= stored
+            self.delivered += len(stored)
+            if stored:
+                log.info("%d of %d copies were stored before the failure", len(stored), len(batch))
+            self._finish(batch, stored)
+
+        StartupScan(self._service, self._store, HOLDING_TOPICS, on_scanned).run(issued_at)
