@@ -30,6 +30,14 @@ def up(
     broker_port: Annotated[int, typer.Option(help="0 = any free port")] = 10911,
     console_port: Annotated[int, typer.Option(help="0 = any free port")] = 8080,
     slave: Annotated[bool, typer.Option("--slave", help="add a slave broker group")] = False,
+    ha: Annotated[
+        bool,
+        typer.Option(
+            "--ha",
+            help="controller mode: etcd, the controller and three replicas of broker-a, "
+            "each its own `ferry serve broker` tree; the master is elected",
+        ),
+    ] = False,
     conf: Annotated[
         Path | None, typer.Option("-c", "--conf", help="broker.conf overriding broker settings")
     ] = None,
@@ -63,13 +71,15 @@ def up(
             sink=relay.service_line,
             console_port=console_port,
             slave=slave,
+            ha=ha,
         )
     except FerryError as err:
         fail(str(err))
         raise typer.Exit(1) from None
+    controller = f" controller={cluster.controller_addr}" if cluster.controller_addr else ""
     relay.write(
         f"READY namesrv={cluster.namesrv_addr} console={cluster.console_url} "
-        f"broker={cluster.broker_addr}"
+        f"broker={cluster.broker_addr}{controller}"
     )
     try:
         supervise(cluster, stop, relay.write)

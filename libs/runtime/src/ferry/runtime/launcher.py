@@ -31,6 +31,9 @@ MODULES = {
     "scheduler": "ferry.scheduler",
     "checkback": "ferry.scheduler.checkback",
     "controller": "ferry.controller",
+    # a whole broker group as one process tree (`ferry serve broker`): a replica of controller
+    # mode, whose loss models a lost machine; started with ["serve", "broker", …]
+    "broker": "ferry.cli",
 }
 
 LineSink = Callable[[str, str], None]
@@ -228,6 +231,9 @@ class LocalCluster:
     store_endpoint: str = ""
     ha_addr: str = ""  # the broker group's HA endpoint (host:port): slaves connect here
     console_url: str = ""
+    controller_addr: str = ""
+    # run after the processes are stopped (a private etcd)
+    after_stop: list[Callable[[], None]] = field(default_factory=list)
 
     def get(self, name: str) -> ServiceProcess:
         for sp in self.processes:
@@ -238,6 +244,8 @@ class LocalCluster:
     def stop(self, timeout: float = 10.0) -> None:
         for sp in reversed(self.processes):
             sp.stop(timeout)
+        for step in self.after_stop:
+            step()
 
     def __enter__(self) -> LocalCluster:
         return self
@@ -334,6 +342,7 @@ def start_local_cluster(
     sink: LineSink | None = None,
     console_port: int | None = None,
     slave: bool = False,
+    ha: bool = False,
 ) -> LocalCluster:
     """The embedded default of `ferry dev up`: a name server and a broker group, and the
     console when console_port is given (0: any free port). With the console, every broker
@@ -363,6 +372,17 @@ def start_local_cluster(
             cluster.processes.append(console)
             cluster.console_url = console.endpoints["url"]
             env = traces_to(cluster.console_url, env)
+        if ha:
+            start_controlled_group(
+                cluster,
+                data_dir,
+                broker_port=broker_port,
+                conf_file=conf_file,
+                overrides=overrides,
+                env=env,
+                sink=sink,
+            )
+            return cluster
         start_broker_services(
             cluster,
             os.path.join(data_dir, "broker-a"),
@@ -389,6 +409,68 @@ def start_local_cluster(
         cluster.stop()
         raise
     return cluster
+
+
+HA_REPLICAS = 3
+HA_HEARTBEAT_TIMEOUT_MS = 5000  # the controller's: failover in about 7 s here
+
+
+def start_controlled_group(
+    cluster: LocalCluster,
+    data_dir: str,
+    *,
+    broker_port: int = 0,
+    replicas: int = HA_REPLICAS,
+    conf_file: str | None = None,
+    overrides: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    sink: LineSink | None = None,
+) -> None:
+    """`ferry dev up --ha`'s broker side: a private etcd, a controller, and broker-a as
+    `replicas` replicas in controller mode, each a `ferry serve broker` tree of its own (so
+    that killing one tree models losing one machine), appended to `cluster`."""
+    from ferry.runtime.etcd import start_etcd
+
+    etcd = start_etcd(os.path.join(data_dir, "etcd"))
+    cluster.after_stop.append(etcd.stop)
+    controller = start_service(
+        "controller",
+        service_args(
+            None,
+            {
+                "etcdEndpoints": etcd.endpoint,
+                "controllerListenPort": "0",
+                "controllerHeartBeatTimeoutMills": str(HA_HEARTBEAT_TIMEOUT_MS),
+            },
+        ),
+        env=env,
+        sink=sink,
+    )
+    cluster.processes.append(controller)
+    cluster.controller_addr = controller.endpoints["addr"]
+    for replica in range(1, replicas + 1):
+        settings = {
+            "brokerRole": "SYNC_MASTER",
+            **(overrides or {}),
+            "brokerName": "broker-a",
+            "brokerId": str(replica),
+            "enableControllerMode": "true",
+            "controllerAddr": cluster.controller_addr,
+            "namesrvAddr": cluster.namesrv_addr,
+            "storePathRootDir": os.path.join(data_dir, f"broker-a-{replica}"),
+            # replica 1 on the broker port, the others beside it
+            "listenPort": str(broker_port + 10 * (replica - 1) if broker_port else 0),
+        }
+        tree = start_service(
+            "broker",
+            ["serve", "broker", *service_args(conf_file, settings)],
+            env=env,
+            sink=_labelled(sink, f"-{replica}"),
+            ready_timeout=120.0,
+        )
+        tree.label = f"broker-{replica}"
+        cluster.processes.append(tree)
+    cluster.broker_addr = cluster.processes[-replicas].endpoints["addr"]
 
 
 def _labelled(sink: LineSink | None, suffix: str) -> LineSink | None:

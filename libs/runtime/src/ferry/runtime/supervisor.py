@@ -48,6 +48,7 @@ _PINS: dict[str, tuple[tuple[str, str, bool], ...]] = {
     ),
     "index": (("endpoint", "--set indexEndpoint", False),),
     "scheduler": (("endpoint", "--set schedulerEndpoint", False),),
+    "broker": (("addr", "--set listenPort", True), ("ha", "--set haListenPort", True)),
     "checkback": (("endpoint", "--set checkbackEndpoint", False),),
     "ha-replicator": (("endpoint", "--set haListenPort", True),),
     "broker-remoting": (
@@ -187,7 +188,11 @@ class Supervisor:
         """Supervises until `stop` is set (True), or every service was given up on, or one
         exited with restarts off (False)."""
         self._stop = stop
+        parent = os.environ.get("FERRY_PARENT_PID", "")
         while not stop.wait(TICK_S):
+            if parent.isdigit() and os.getppid() != int(parent):
+                return True  # the supervisor above is gone (a `ferry serve broker` tree of
+                # `ferry dev up --ha`): stop, as every service does when its parent goes
             self._apply_changes()
             self.check()
             if self._halted or all(w.given_up for w in self._watches):
