@@ -4,14 +4,16 @@ machine) elects another replica; the dev supervisor brings the tree back, as a s
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from itest_support import DevUp, children_of, wait_for
+from itest_support import FERRY, DevUp, children_of, wait_for
 from supervision_support import cmdline
 
 from ferry.client import (
@@ -78,6 +80,17 @@ def test_dev_up_ha_elects_a_master_and_another_when_its_tree_is_lost(
             60,
             "the old master back in the in-sync set",
         )
+        # getBrokerEpoch: each replica's epoch file; the new master's holds both epochs
+        shown = subprocess.run(
+            [FERRY, "admin", "getBrokerEpoch", "-n", namesrv, "-b", "broker-a", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert shown.returncode == 0, shown.stderr
+        files = {r["broker_id"]: [e[0] for e in r["epochs"]] for r in json.loads(shown.stdout)}
+        assert files[second.master_id] == [1, 2], files
         dev.proc.send_signal(signal.SIGTERM)
         assert dev.proc.wait(120) == 0
     finally:

@@ -1,6 +1,6 @@
 """`ferry admin getSyncStateSet | getControllerMetaData | electMaster | cleanBrokerMetadata`:
-the controller's commands (controller mode), with RocketMQ 5's flags. Registered on
-`ferry admin`'s app when imported, as admin_scheduler."""
+the controller's commands (controller mode), and getBrokerEpoch (asked of the brokers), with
+RocketMQ 5's flags. Registered on `ferry admin`'s app when imported, as admin_scheduler."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ferry.cli.admin import Json, app
+from ferry.cli.admin import DEFAULT_NAMESRV, Json, Namesrv, admin_session, app
 from ferry.cli.output import die, print_json, print_table, show_time
 from ferry.protocol.errors import FerryError
 
@@ -204,4 +204,34 @@ def clean_broker_metadata(
         f"{cluster}/{broker_name} cleaned",
         ["replica id"],
         [(i,) for i in done.cleaned],
+    )
+
+
+@app.command("getBrokerEpoch")
+def get_broker_epoch(
+    broker_name: Annotated[str, typer.Option("-b", "--brokerName", metavar="NAME")] = "",
+    cluster: ClusterName = "",
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    json: Json = False,
+) -> None:
+    """Each replica's epoch file (controller mode): the epochs its log holds and where each
+    began, of one broker group (-b), of a cluster's (-c), or of all."""
+    with admin_session(namesrv) as admin:
+        replies = [
+            admin.broker_epoch(addr)
+            for addr in admin.group_addrs(broker_name or None, cluster or None)
+        ]
+    if json:
+        import msgspec
+
+        print_json([msgspec.to_builtins(r) for r in replies])
+        return
+    print_table(
+        "broker epochs",
+        ["cluster", "broker", "replica", "role", "epoch", "start offset"],
+        [
+            (r.cluster, r.broker_name, r.broker_id, r.role, e.epoch, e.start_offset)
+            for r in replies
+            for e in (r.epochs or [])
+        ],
     )

@@ -23,6 +23,7 @@ from ferry.protocol.messages import (
     MAX_QUERY_MS,
     AnyRequest,
     BrokerConfigReply,
+    BrokerEpochReply,
     BrokerRuntimeInfoReply,
     BrokerStatsReply,
     ClusterInfoReply,
@@ -30,6 +31,7 @@ from ferry.protocol.messages import (
     ConsumerListReply,
     GetAllTopicConfigRequest,
     GetAllTopicListRequest,
+    GetBrokerEpochRequest,
     GetBrokerRuntimeInfoRequest,
     GetClusterInfoRequest,
     GetConsumerListByGroupRequest,
@@ -166,6 +168,24 @@ class Admin(Lifecycle):
     def scheduler_status(self, broker_addr: str) -> SchedulerStatusReply:
         """The broker's scheduler: each delay level's progress, the timers pending."""
         return self._broker(broker_addr, SchedulerStatusRequest(), SchedulerStatusReply)
+
+    def broker_epoch(self, broker_addr: str) -> BrokerEpochReply:
+        """getBrokerEpoch: a broker's epoch file (controller mode), as its log holds it."""
+        return self._broker(broker_addr, GetBrokerEpochRequest(), BrokerEpochReply)
+
+    def group_addrs(self, broker_name: str | None = None, cluster: str | None = None) -> list[str]:
+        """Every replica's address (master and slaves) of one broker group, of a cluster's
+        groups, or of all."""
+        info = self.cluster_info()
+        names = [broker_name] if broker_name else info.clusters.get(cluster or "", [])
+        if not broker_name and not cluster:
+            names = list(info.brokers)
+        return [
+            addr
+            for name in sorted(names)
+            if (data := info.brokers.get(name)) is not None
+            for _id, addr in sorted(data.broker_addrs.items())
+        ]
 
     def topic_configs(self, broker_addr: str) -> list[TopicConfig]:
         reply = self._broker(broker_addr, GetAllTopicConfigRequest(), TopicConfigListReply)

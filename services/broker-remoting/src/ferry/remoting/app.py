@@ -28,6 +28,7 @@ from ferry.protocol.messages import (
     GetAllSubscriptionGroupRequest,
     GetAllTopicConfigRequest,
     GetBrokerConfigRequest,
+    GetBrokerEpochRequest,
     GetBrokerRuntimeInfoRequest,
     GetBrokerStatsRequest,
     GetConsumerConnectionListRequest,
@@ -86,7 +87,7 @@ from ferry.remoting.stats import SAMPLE_INTERVAL_S, BrokerStats, now_ms
 from ferry.remoting.store_queries import StoreQueryProcessor
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
-from ferry.remoting.write_lease import WriteLease, fenced
+from ferry.remoting.write_lease import WriteLease, broker_epoch, fenced
 from ferry.runtime import metrics
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.service import Peer, Service, announce_ready
@@ -238,6 +239,7 @@ class RemotingApp:
         )
         self.write_lease = lease
         service.on(GrantWriteLeaseRequest, lease.grant)
+        service.on(GetBrokerEpochRequest, broker_epoch(config))
         service.on(SendMessageRequest, fenced(lease, send.handle))
         self._wire_ha(send)
         send.after_store = lease.gate(send.after_store)

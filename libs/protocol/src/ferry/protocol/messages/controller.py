@@ -184,6 +184,23 @@ class ControllerCleanBrokerDataReply(Reply, frozen=True, tag="controller_clean_b
     group_removed: bool = False
 
 
+# ---- brokers' own epochs (getBrokerEpoch) ---------------------------------------------------
+
+
+class GetBrokerEpochRequest(Request, frozen=True, tag="get_broker_epoch"):
+    """getBrokerEpoch, asked of a broker's remoting: its epoch file, as its log holds it."""
+
+    code = RequestCode.GET_BROKER_EPOCH_CACHE
+
+
+class BrokerEpochReply(Reply, frozen=True, tag="broker_epoch"):
+    cluster: str
+    broker_name: str
+    broker_id: int  # the replica id (controller mode), else the broker id
+    role: str
+    epochs: list[EpochEntry] = []
+
+
 # this role's requests and replies: AnyRequest and AnyReply (the package) join them
 ControllerRequest: TypeAlias = (
     ControllerRegisterBrokerRequest
@@ -192,6 +209,7 @@ ControllerRequest: TypeAlias = (
     | ControllerGetMetadataRequest
     | ControllerElectMasterRequest
     | ControllerCleanBrokerDataRequest
+    | GetBrokerEpochRequest
 )
 
 ControllerReply: TypeAlias = (
@@ -201,4 +219,5 @@ ControllerReply: TypeAlias = (
     | ControllerMetadataReply
     | ControllerElectMasterReply
     | ControllerCleanBrokerDataReply
+    | BrokerEpochReply
 )
