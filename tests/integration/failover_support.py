@@ -7,13 +7,28 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ha_support import status
 from itest_support import FERRY, LineReader, wait_for
 
-from ferry.protocol.messages import HaStatusReply, HaStatusRequest
+from ferry.client import (
+    ConsumeFromWhere,
+    FerryError,
+    Message,
+    Producer,
+    PullConsumer,
+    SendStatus,
+)
+from ferry.protocol.messages import (
+    ControllerGetSyncStateDataRequest,
+    ControllerSyncStateDataReply,
+    HaStatusReply,
+    HaStatusRequest,
+)
 from ferry.runtime.etcd import EtcdProcess, start_etcd
 from ferry.runtime.launcher import ServiceProcess, service_args, start_service
 
@@ -189,3 +204,60 @@ def start_group(root: Path, replicas: int = 3) -> ControlledGroup:
                 sp.stop()
         etcd.stop()
         raise
+
+
+class Traffic:
+    """A producer sending without pause and a consumer group reading, on their own threads:
+    what was acknowledged, what failed (by error type), what was delivered."""
+
+    def __init__(self, namesrv: str) -> None:
+        self.acked: list[bytes] = []
+        self.failed: dict[str, int] = {}
+        self.delivered: set[bytes] = set()
+        self._stop = threading.Event()
+        self._producer = Producer("pg-rounds", namesrv, send_timeout_ms=3000)
+        self._consumer = PullConsumer(
+            "cg-rounds", namesrv, consume_from=ConsumeFromWhere.FIRST_OFFSET
+        )
+        self._threads = [
+            threading.Thread(target=self._produce, daemon=True),
+            threading.Thread(target=self._consume, daemon=True),
+        ]
+
+    def start(self) -> None:
+        self._producer.start()
+        self._consumer.subscribe("Failover")
+        for thread in self._threads:
+            thread.start()
+
+    def _produce(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            body = f"r-{i}".encode()
+            i += 1
+            try:
+                if self._producer.send(Message("Failover", body)).status == SendStatus.SEND_OK:
+                    self.acked.append(body)
+            except FerryError as err:
+                name = type(err).__name__
+                self.failed[name] = self.failed.get(name, 0) + 1
+
+    def _consume(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.delivered.update(m.body for m in self._consumer.poll(timeout=0.5))
+            except FerryError:
+                time.sleep(0.1)  # wait-ok: the brokers move; the next poll finds the route
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+        self._producer.shutdown()
+        self._consumer.shutdown()
+
+
+def in_sync_count(group: ControlledGroup) -> int:
+    reply = status(group.controller_addr, ControllerGetSyncStateDataRequest())
+    assert isinstance(reply, ControllerSyncStateDataReply), reply
+    return len(reply.groups[0].sync_state_set) if reply.groups else 0
