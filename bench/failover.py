@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 
 import failover_support
-from failover_support import Traffic, in_sync_count, start_group
+from failover_support import Traffic, kill_masters, start_group
 from itest_support import wait_for
 
 from ferry.client import Admin, ConsumeFromWhere, PullConsumer
@@ -47,21 +47,9 @@ def run(group: failover_support.ControlledGroup, rounds: int) -> int:
         admin.create_topic("Failover", 2, 2)
     traffic = Traffic(group.namesrv_addr)
     traffic.start()
-    took: list[float] = []
     try:
         wait_for(lambda: len(traffic.acked) > 20, 30, "steady traffic")
-        for i in range(rounds):
-            wait_for(lambda: in_sync_count(group) >= 2, 60, "a slave in sync")
-            master = group.master(30)
-            before = len(traffic.acked)
-            killed_at = time.monotonic()
-            master.kill_tree()
-            wait_for(lambda n=before: len(traffic.acked) > n, 60, "a write on a new master")
-            took.append(time.monotonic() - killed_at)
-            print(
-                f"round {i + 1}: replica {master.replica_id} killed, writes after {took[-1]:.2f} s"
-            )
-            group.start_replica(master.replica_id)
+        took = kill_masters(group, traffic, rounds, print)
     finally:
         traffic.stop()
     final: set[bytes] = set()

@@ -11,6 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ha_support import status
 from itest_support import FERRY, LineReader, wait_for
@@ -30,7 +31,7 @@ from ferry.protocol.messages import (
     HaStatusRequest,
 )
 from ferry.runtime.etcd import EtcdProcess, start_etcd
-from ferry.runtime.launcher import ServiceProcess, service_args, start_service
+from ferry.runtime.launcher import ServiceProcess, service_args, start_controller, start_service
 
 FAST_POLICY = "first_wait=0.1,max_wait=1,max_crashes=10,window=60"
 HEARTBEAT_TIMEOUT_MS = 3000  # the controller's: a master silent this long is replaced
@@ -181,18 +182,7 @@ def start_group(root: Path, replicas: int = 3) -> ControlledGroup:
     etcd = start_etcd(root / "etcd")
     controller = namesrv = None
     try:
-        controller = start_service(
-            "controller",
-            service_args(
-                None,
-                {
-                    "etcdEndpoints": etcd.endpoint,
-                    "controllerListenPort": "0",
-                    "controllerHeartBeatTimeoutMills": str(HEARTBEAT_TIMEOUT_MS),
-                    "scanNotActiveBrokerInterval": "200",
-                },
-            ),
-        )
+        controller = start_controller(etcd.endpoint, HEARTBEAT_TIMEOUT_MS, scan_ms=200)
         namesrv = start_service("namesrv", service_args(None, {"listenPort": "0"}))
         group = ControlledGroup(etcd, controller, namesrv, root)
         for replica_id in range(1, replicas + 1):
@@ -261,3 +251,24 @@ def in_sync_count(group: ControlledGroup) -> int:
     reply = status(group.controller_addr, ControllerGetSyncStateDataRequest())
     assert isinstance(reply, ControllerSyncStateDataReply), reply
     return len(reply.groups[0].sync_state_set) if reply.groups else 0
+
+
+def kill_masters(
+    group: ControlledGroup, traffic: Traffic, rounds: int, say: Any = None
+) -> list[float]:
+    """`rounds` times: once a slave is in sync, kill -9 the master's tree and time until the
+    next acknowledged write; then start the killed tree again (the lost machine comes back)."""
+    took: list[float] = []
+    for i in range(rounds):
+        wait_for(lambda: in_sync_count(group) >= 2, 60, "a slave in sync")
+        master = group.master(30)
+        before = len(traffic.acked)
+        killed_at = time.monotonic()
+        master.kill_tree()
+        wait_for(lambda n=before: len(traffic.acked) > n, 60, "a write on a new master")
+        took.append(time.monotonic() - killed_at)
+        assert group.master(30) is not master
+        if say is not None:
+            say(f"round {i + 1}: replica {master.replica_id} killed, writes after {took[-1]:.2f} s")
+        group.start_replica(master.replica_id)
+    return took

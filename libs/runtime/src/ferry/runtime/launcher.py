@@ -415,6 +415,24 @@ HA_REPLICAS = 3
 HA_HEARTBEAT_TIMEOUT_MS = 5000  # the controller's: failover in about 7 s here
 
 
+def start_controller(
+    etcd_endpoint: str,
+    heartbeat_timeout_ms: int,
+    *,
+    scan_ms: int = 1000,
+    env: Mapping[str, str] | None = None,
+    sink: LineSink | None = None,
+) -> ServiceProcess:
+    """A controller on a free port, on the etcd at etcd_endpoint."""
+    settings = {
+        "etcdEndpoints": etcd_endpoint,
+        "controllerListenPort": "0",
+        "controllerHeartBeatTimeoutMills": str(heartbeat_timeout_ms),
+        "scanNotActiveBrokerInterval": str(scan_ms),
+    }
+    return start_service("controller", service_args(None, settings), env=env, sink=sink)
+
+
 def start_controlled_group(
     cluster: LocalCluster,
     data_dir: str,
@@ -433,19 +451,7 @@ def start_controlled_group(
 
     etcd = start_etcd(os.path.join(data_dir, "etcd"))
     cluster.after_stop.append(etcd.stop)
-    controller = start_service(
-        "controller",
-        service_args(
-            None,
-            {
-                "etcdEndpoints": etcd.endpoint,
-                "controllerListenPort": "0",
-                "controllerHeartBeatTimeoutMills": str(HA_HEARTBEAT_TIMEOUT_MS),
-            },
-        ),
-        env=env,
-        sink=sink,
-    )
+    controller = start_controller(etcd.endpoint, HA_HEARTBEAT_TIMEOUT_MS, env=env, sink=sink)
     cluster.processes.append(controller)
     cluster.controller_addr = controller.endpoints["addr"]
     for replica in range(1, replicas + 1):
