@@ -24,7 +24,14 @@ from ferry.runtime.launcher import (
     start_local_cluster,
 )
 
-BROKER_SERVICES = ("broker-remoting", "ha-replicator", "scheduler", "index", "broker-store")
+BROKER_SERVICES = (
+    "broker-remoting",
+    "ha-replicator",
+    "checkback",
+    "scheduler",
+    "index",
+    "broker-store",
+)
 # short HA periods so that tests see silence, syncs and reconnects quickly
 HA_FAST = {
     **SMALL_STORE,

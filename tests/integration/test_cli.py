@@ -128,7 +128,8 @@ def test_dev_up_output_has_one_ready_line_and_whole_prefixed_service_lines(
     lines = [ln for ln in dev.reader.lines if ln]
     ready = [ln for ln in lines if "READY" in ln]
     assert len(ready) == 1, ready
-    services = ("namesrv", "console", "broker-store", "index", "scheduler", "ha-replicator")
+    services = ("namesrv", "console", "broker-store", "index", "scheduler", "checkback")
+    services = (*services, "ha-replicator")
     prefixes = tuple(f"[{name}] " for name in (*services, "broker-remoting"))
     own = ("READY namesrv=", "ferry dev: stopped")
     strays = [ln for ln in lines if not ln.startswith(prefixes + own)]
