@@ -40,7 +40,14 @@ SERVICES = (
     "console",
     "broker-ha",
 )
-SLAVE_SERVICES = ("broker-s-store", "broker-s-index", "broker-s-ha", "broker-s-remoting")
+SLAVE_SERVICES = (
+    "broker-s-store",
+    "broker-s-index",
+    "broker-s-scheduler",
+    "broker-s-checkback",
+    "broker-s-ha",
+    "broker-s-remoting",
+)
 
 
 def _run(args: list[str], timeout: float = 120.0, env: Mapping[str, str] | None = None) -> str:
