@@ -15,16 +15,15 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 
 import failover_support
-from failover_support import Traffic, kill_masters, start_group
+from failover_support import Traffic, final_log, kill_masters, start_group
 from itest_support import wait_for
 
-from ferry.client import Admin, ConsumeFromWhere, PullConsumer
+from ferry.client import Admin
 
 
 def main() -> int:
@@ -52,14 +51,7 @@ def run(group: failover_support.ControlledGroup, rounds: int) -> int:
         took = kill_masters(group, traffic, rounds, print)
     finally:
         traffic.stop()
-    final: set[bytes] = set()
-    with PullConsumer(
-        "cg-bench-final", group.namesrv_addr, consume_from=ConsumeFromWhere.FIRST_OFFSET
-    ) as consumer:
-        consumer.subscribe("Failover")
-        deadline = time.monotonic() + 60
-        while not set(traffic.acked) <= final and time.monotonic() < deadline:
-            final.update(m.body for m in consumer.poll(timeout=0.5))
+    final = final_log(group, set(traffic.acked))
     lost = len(set(traffic.acked) - final)
     print(
         f"failover over {rounds} rounds: p50 {statistics.median(took):.2f} s, "

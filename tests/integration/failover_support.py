@@ -272,3 +272,17 @@ def kill_masters(
             say(f"round {i + 1}: replica {master.replica_id} killed, writes after {took[-1]:.2f} s")
         group.start_replica(master.replica_id)
     return took
+
+
+def final_log(group: ControlledGroup, want: set[bytes], wait_s: float = 60) -> set[bytes]:
+    """Every body of the Failover topic a new consumer group reads from the start (until it
+    has read `want`, or wait_s passed): what the group's log finally holds."""
+    final: set[bytes] = set()
+    with PullConsumer(
+        "cg-final-log", group.namesrv_addr, consume_from=ConsumeFromWhere.FIRST_OFFSET
+    ) as consumer:
+        consumer.subscribe("Failover")
+        deadline = time.monotonic() + wait_s
+        while not want <= final and time.monotonic() < deadline:
+            final.update(m.body for m in consumer.poll(timeout=0.5))
+    return final

@@ -14,6 +14,7 @@ import pytest
 from failover_support import (
     ControlledGroup,
     Traffic,
+    final_log,
     ha_applied,
     ha_end,
     kill_masters,
@@ -85,14 +86,7 @@ def test_killing_the_masters_tree_elects_an_in_sync_replica_and_loses_nothing(
         f"{len(traffic.acked)} acknowledged; failed sends meanwhile: {traffic.failed}"
     )
     assert took[-1] < 30  # usually under 8 s; one round in 15 was seen at 19 s (to find out)
-    final: set[bytes] = set()
-    with PullConsumer(
-        "cg-failover-final", group.namesrv_addr, consume_from=ConsumeFromWhere.FIRST_OFFSET
-    ) as consumer:
-        consumer.subscribe("Failover")
-        deadline = time.monotonic() + 60
-        while not set(traffic.acked) <= final and time.monotonic() < deadline:
-            final.update(m.body for m in consumer.poll(timeout=0.5))
+    final = final_log(group, set(traffic.acked))
     assert set(traffic.acked) - final == set()  # nothing acknowledged was lost
     assert traffic.delivered - final == set()  # nothing was delivered from a cut tail
 
