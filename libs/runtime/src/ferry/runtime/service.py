@@ -512,6 +512,15 @@ def bind(sock: zmq.Socket[Any], endpoint: str) -> str:
     return last.decode() if isinstance(last, bytes) else str(last)
 
 
+def dial_address(endpoint: str) -> str:
+    """A bound tcp endpoint as the host:port peers dial: 'tcp://0.0.0.0:9876' ->
+    '127.0.0.1:9876' (a wildcard host is this machine's loopback)."""
+    host, _, port = endpoint.removeprefix("tcp://").rpartition(":")
+    if host in ("0.0.0.0", "*", ""):
+        host = "127.0.0.1"
+    return f"{host}:{port}"
+
+
 def announce_ready(name: str, **endpoints: str) -> None:
     """The one machine-readable line a launcher waits for."""
     fields = " ".join(f"{k}={v}" for k, v in endpoints.items())

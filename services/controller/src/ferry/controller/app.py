@@ -26,20 +26,12 @@ from ferry.protocol.messages import (
     ControllerRegisterBrokerRequest,
     Reply,
 )
-from ferry.runtime.service import Call, Service, announce_ready
+from ferry.runtime.service import Call, Service, announce_ready, dial_address
 from ferry.runtime.version import package_version
 
 log = logging.getLogger("ferry.controller")
 
 SERVICE_NAME = "controller"
-
-
-def advertised(endpoint: str) -> str:
-    """'tcp://0.0.0.0:9878' -> '127.0.0.1:9878': the host:port brokers dial."""
-    host, _, port = endpoint.removeprefix("tcp://").rpartition(":")
-    if host in ("0.0.0.0", "*", ""):
-        host = "127.0.0.1"
-    return f"{host}:{port}"
 
 
 class ControllerApp:
@@ -51,7 +43,7 @@ class ControllerApp:
         endpoint = self.service.bind_router(
             f"tcp://{config.listen_host}:{config.controller_listen_port}"
         )
-        self.addr = advertised(endpoint)
+        self.addr = dial_address(endpoint)
         self.etcd = Etcd(config.endpoints(), config.etcd_timeout_mills / 1000)
         self.decisions = Decisions(config, self.etcd, self.addr)
         self.worker = EtcdWorker(self.service)

@@ -25,7 +25,7 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.names import check_topic
 from ferry.runtime.config import NamesrvConfig
-from ferry.runtime.service import Call, Service, announce_ready
+from ferry.runtime.service import Call, Service, announce_ready, dial_address
 from ferry.runtime.version import package_version
 
 log = logging.getLogger("ferry.namesrv")
@@ -69,14 +69,6 @@ def check_register(req: RegisterBrokerRequest) -> None:
             raise InvalidParameterError(f"topic {name!r} has a negative queue count")
 
 
-def advertised(endpoint: str) -> str:
-    """'tcp://0.0.0.0:9876' -> '127.0.0.1:9876': the host:port clients dial."""
-    host, _, port = endpoint.removeprefix("tcp://").rpartition(":")
-    if host in ("0.0.0.0", "*", ""):
-        host = "127.0.0.1"
-    return f"{host}:{port}"
-
-
 class NamesrvApp:
     """Binds the ROUTER and wires the handlers; run() serves until SIGTERM/SIGINT."""
 
@@ -85,7 +77,7 @@ class NamesrvApp:
         self.table = RouteTable()
         self.service = Service(SERVICE_NAME, version=package_version("ferry-namesrv"))
         endpoint = self.service.bind_router(f"tcp://{config.listen_host}:{config.listen_port}")
-        self.addr = advertised(endpoint)
+        self.addr = dial_address(endpoint)
         self.service.on(RegisterBrokerRequest, self._register)
         self.service.on(UnregisterBrokerRequest, self._unregister)
         self.service.on(GetRouteInfoRequest, self._route)
