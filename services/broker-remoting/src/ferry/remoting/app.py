@@ -65,6 +65,7 @@ from ferry.protocol.messages import (
 from ferry.remoting.admin import AdminProcessor, BrokerIdentity
 from ferry.remoting.admin_clients import ClientAdmin
 from ferry.remoting.admin_meta import MetadataAdmin
+from ferry.remoting.broker_epoch import broker_epoch
 from ferry.remoting.broker_metrics import BrokerMetrics
 from ferry.remoting.check_relay import TransactionCheckRelay
 from ferry.remoting.client_table import ClientTable
@@ -87,7 +88,7 @@ from ferry.remoting.stats import SAMPLE_INTERVAL_S, BrokerStats, now_ms
 from ferry.remoting.store_queries import StoreQueryProcessor
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
-from ferry.remoting.write_lease import WriteLease, broker_epoch, fenced
+from ferry.remoting.write_lease import WriteLease, fenced
 from ferry.runtime import metrics
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.service import Peer, Service, announce_ready

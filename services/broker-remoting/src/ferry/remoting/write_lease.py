@@ -19,15 +19,10 @@ from ferry.protocol.codes import SendStatus
 from ferry.protocol.errors import FerryError, ServiceNotAvailableError
 from ferry.protocol.messages import (
     AnyReply,
-    BrokerEpochReply,
-    EpochEntry,
-    GetBrokerEpochRequest,
     GrantWriteLeaseRequest,
     OkReply,
     SendMessageReply,
 )
-from ferry.runtime import epoch_file
-from ferry.runtime.config import BrokerConfig
 from ferry.runtime.service import Call, Payload
 
 AfterStore = Callable[[Call, SendMessageReply, int], None]
@@ -97,21 +92,6 @@ class WriteLease:
             after_store(cast(Call, _LeaseCheckedCall(call, self)), reply, end_offset)
 
         return gated
-
-
-def broker_epoch(config: BrokerConfig) -> Callable[[GetBrokerEpochRequest, Call], BrokerEpochReply]:
-    """getBrokerEpoch: this broker's epoch file (the agent keeps it beside the store)."""
-
-    def answer(_req: GetBrokerEpochRequest, _call: Call) -> BrokerEpochReply:
-        return BrokerEpochReply(
-            cluster=config.broker_cluster_name,
-            broker_name=config.broker_name,
-            broker_id=config.broker_id,
-            role=config.broker_role,
-            epochs=[EpochEntry(e, s) for e, s in epoch_file.load(config.store_root)],
-        )
-
-    return answer
 
 
 class _LeaseCheckedCall:
