@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import push_consumer
 from common import Figure, percentile, report, timed
@@ -43,13 +44,14 @@ WORKLOADS = ("produce", "send_async", "sync", "consume", "e2e")
 
 
 def produce_batches(
-    namesrv: str, topic: str, messages: int, batch: int, threads: int
+    namesrv: str, topic: str, messages: int, batch: int, threads: int, **client: Any
 ) -> tuple[float, int]:
-    """Returns (msg/s, messages stored), the warm-up batch included in the count."""
+    """Returns (msg/s, messages stored), the warm-up batch included in the count. client:
+    more options of the Producer (credentials, tls_server_key)."""
     per_thread = max(1, messages // threads // batch)
 
     def work() -> int:
-        with Producer("bench-producer", namesrv) as producer:
+        with Producer("bench-producer", namesrv, **client) as producer:
             msgs = [Message(topic, BODY) for _ in range(batch)]
             producer.send_batch(msgs)  # warm the route
 
@@ -78,8 +80,9 @@ def send_async_singles(namesrv: str, topic: str, count: int) -> float:
         return float(count / (time.perf_counter() - started))
 
 
-def sync_latency(namesrv: str, topic: str, count: int) -> tuple[float, float, float]:
-    with Producer("bench-latency", namesrv) as producer:
+def latency_samples(namesrv: str, topic: str, count: int, **client: Any) -> list[float]:
+    """µs of each of `count` sync sends, one in flight, after 200 to warm up."""
+    with Producer("bench-latency", namesrv, **client) as producer:
         for _ in range(200):  # warm up
             producer.send(Message(topic, BODY))
         samples = []
@@ -87,6 +90,11 @@ def sync_latency(namesrv: str, topic: str, count: int) -> tuple[float, float, fl
             started = time.perf_counter()
             producer.send(Message(topic, BODY))
             samples.append((time.perf_counter() - started) * 1e6)
+    return samples
+
+
+def sync_latency(namesrv: str, topic: str, count: int) -> tuple[float, float, float]:
+    samples = latency_samples(namesrv, topic, count)
     return percentile(samples, 0.5), percentile(samples, 0.99), count / (sum(samples) / 1e6)
 
 
@@ -97,6 +105,7 @@ def consume(
     expected: int,
     pull_batch: int = 512,
     threshold_per_queue: int = 2000,
+    **client: Any,
 ) -> float:
     # pulls of 512 (NATS fetches 500, Redis reads 1,000): 446k -> 489k msg/s against pulls of
     # 256 on one cluster, 4 alternating rounds (2026-11-26; docs/perf-notes/2026-11-26-wakeups.md)
@@ -108,11 +117,14 @@ def consume(
             consume_from=ConsumeFromWhere.FIRST_OFFSET,
             pull_batch_size=pull_batch,
             pull_threshold_for_queue=threshold_per_queue,
+            **client,
         ) as consumer:
             consumer.subscribe(topic)
             deadline = time.monotonic() + 120
             while got < expected and time.monotonic() < deadline:
                 got += len(consumer.poll(timeout=1.0))
+        if got < expected:  # a rate of part of the messages would mean nothing
+            raise RuntimeError(f"consumed {got} of {expected} from {topic}")
         return got
 
     return timed(work)

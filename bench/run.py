@@ -31,6 +31,7 @@ SCRIPTS = (
     "wakeups.py",  # Redis rows need the `bench` group and redis-server (make bench-peers)
     "e2e_paths.py",
     "handoffs.py",
+    "sql_filter.py",
 )
 
 args = [a for a in sys.argv[1:] if a != "--peers"]

@@ -58,7 +58,8 @@ IMAGE_PACKAGES = (
 )
 
 DEBIAN_SUITE = "bookworm"  # its python3 is CPython 3.11, which the wheels target
-DEBIAN_PACKAGES = "python3,python3-venv"
+# etcd-server (etcd 3.4): the controller's store, run as its own container (compose `ha`)
+DEBIAN_PACKAGES = "python3,python3-venv,etcd-server"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Emptied in the base rootfs (each package's copyright file is kept): no container reads them.
 TRIM = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/man", "usr/share/info",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -27,9 +28,26 @@ class PeerStartError(RuntimeError):
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free loopback port below the kernel's ephemeral range: a port the kernel handed out
+    (bind to 0) can be taken again by any outgoing connection before the server binds it,
+    which once kept RabbitMQ from starting (could_not_start_listener)."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 12_000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise PeerStartError("no free loopback port below the ephemeral range")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 @dataclass
@@ -150,15 +168,27 @@ def start_nats(servers: Servers) -> Server:
     return server
 
 
-def start_rabbitmq(servers: Servers) -> Server:
+def start_rabbitmq(servers: Servers, attempts: int = 3) -> Server:
     """The Erlang node itself with its own epmd, config, logs and Mnesia under the temp dir.
     Schedulers do not busy-wait (+sbwt none), so an idle RabbitMQ leaves the 2 shared cores
-    to the system being measured."""
-    import pika
-
+    to the system being measured. A node that finds one of its ports taken starts again on
+    new ones."""
     if not RABBIT_SCRIPT.exists():
         raise PeerStartError("rabbitmq-server is not installed (make bench-peers installs it)")
-    data = servers.root / "rabbitmq"
+    for attempt in range(1, attempts + 1):
+        try:
+            return _start_rabbitmq(servers, servers.root / f"rabbitmq-{attempt}")
+        except PeerStartError as err:
+            taken = "could_not_start_listener" in str(err) or "eaddrinuse" in str(err)
+            if not taken or attempt == attempts:
+                raise
+            print(f"(rabbitmq: a port was taken, starting again on others: attempt {attempt + 1})")
+    raise AssertionError("unreachable")
+
+
+def _start_rabbitmq(servers: Servers, data: Path) -> Server:
+    import pika
+
     data.mkdir()
     epmd_port, port, dist_port = free_port(), free_port(), free_port()
     epmd = servers.spawn(

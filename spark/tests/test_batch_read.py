@@ -121,3 +121,21 @@ def test_bad_offsets_options_fail_before_any_task_runs(spark: Any, cluster: Clus
         load(spark, cluster, endingOffsets=json.dumps({TOPIC: {"broker-a:99": 1}})).collect()
     with pytest.raises(PySparkException, match="streaming reads only"):
         load(spark, cluster, startingOffsets="latest").collect()
+
+
+def test_ferry_filter_is_pushed_down_to_the_brokers(
+    spark: Any, cluster: Cluster, sent: dict[str, SendResult]
+) -> None:
+    from pyspark.errors import PySparkException
+
+    with Admin(cluster.namesrv) as admin:
+        admin.update_broker_config({"enablePropertyFilter": "true"}, cluster="DefaultCluster")
+    sql = "n < 10 OR (n >= 390 AND TAGS <> 'tag0')"
+    rows = load(spark, cluster, **{"ferry.filter": sql}).collect()
+    wanted = [i for i in range(N) if i < 10 or (i >= 390 and i % 3 != 0)]
+    assert sorted(int(r.properties["n"]) for r in rows) == wanted
+    # the rows keep their place in the queues: the skipped messages were not read
+    for r in rows:
+        assert sent[bytes(r.body).decode()].queue_offset == r.queue_offset
+    with pytest.raises(PySparkException, match="line 1, column 5"):
+        load(spark, cluster, **{"ferry.filter": "n < 'x'"}).collect()

@@ -10,6 +10,7 @@ left by an earlier run that was killed are removed at the start.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -24,6 +25,7 @@ from itest_support import Cluster, start_cluster, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "deploy" / "docker-compose.yml"
+HOST_COMPOSE_FILE = ROOT / "deploy" / "docker-compose.host.yml"  # one host of several
 BUILD_SCRIPT = ROOT / "deploy" / "build_images.py"
 E2E_CONF = Path(__file__).resolve().parent / "broker-e2e.conf"
 HA_CONF = Path(__file__).resolve().parent / "broker-e2e-ha.conf"
@@ -48,6 +50,22 @@ SLAVE_SERVICES = (
     "broker-s-ha",
     "broker-s-remoting",
 )
+
+
+# `--profile ha` (+ `broker-b`): named on the command line, since the default broker-a
+# services must not start beside the controller-mode broker-a
+HA_SERVICES = (
+    "namesrv",
+    "etcd",
+    "controller",
+    "broker-a-1",
+    "broker-a-2",
+    "broker-a-3",
+    "broker-b",
+)
+# `--profile secure`: named on the command line too (the one-shot secure-keys service starts as
+# their dependency and is not waited on for health: it exits once the keys are there)
+SECURE_SERVICES = ("secure-namesrv", "secure-broker", "secure-console")
 
 
 def _run(args: list[str], timeout: float = 120.0, env: Mapping[str, str] | None = None) -> str:
@@ -107,10 +125,14 @@ class ComposeStack:
     project: str
     settings: dict[str, str]
     profiles: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()  # the services `up` starts, when not every default one
+    file: Path = COMPOSE_FILE
     env: dict[str, str] = field(init=False)
 
     @property
     def services(self) -> tuple[str, ...]:
+        if self.only:
+            return self.only
         return SERVICES + (SLAVE_SERVICES if "slave" in self.profiles else ())
 
     def __post_init__(self) -> None:
@@ -134,12 +156,12 @@ class ComposeStack:
 
     def run(self, *args: str, timeout: float = 120.0) -> str:
         profiles = [arg for profile in self.profiles for arg in ("--profile", profile)]
-        command = [*self.compose, "-p", self.project, "-f", str(COMPOSE_FILE), *profiles, *args]
+        command = [*self.compose, "-p", self.project, "-f", str(self.file), *profiles, *args]
         return _run(command, timeout, self.env)
 
     def up(self) -> None:
         """Starts (or re-creates) every service and waits until all of them are healthy."""
-        self.run("up", "-d")
+        self.run("up", "-d", *self.only)
         self.wait_healthy()
 
     def down(self, volumes: bool) -> None:
@@ -179,7 +201,9 @@ class ComposeStack:
                 "{{if .State.Running}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}"
             )
             listed = _run(["docker", "inspect", "--format", template, *ids.values()])
-            out.update(_pair(line) for line in listed.splitlines() if line.strip())
+            states = dict(_pair(line) for line in listed.splitlines() if line.strip())
+            # the services waited on; not a one-shot one they depend on (secure-keys)
+            out.update((name, state) for name, state in states.items() if name in out)
         return out
 
     def wait_healthy(self, timeout: float = 90.0) -> None:
@@ -196,7 +220,7 @@ class ComposeStack:
 
     def logs(self, service: str = "") -> str:
         done = subprocess.run(
-            [*self.compose, "-p", self.project, "-f", str(COMPOSE_FILE)]
+            [*self.compose, "-p", self.project, "-f", str(self.file)]
             + [arg for profile in self.profiles for arg in ("--profile", profile)]
             + ["logs", "--no-color"]
             + ([service] if service else []),
@@ -219,13 +243,17 @@ def remove_abandoned_stacks(compose: list[str]) -> None:
         if not project.startswith(PROJECT_PREFIX):
             continue
         pid = project[len(PROJECT_PREFIX) :].split("-")[0]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+        if not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+            continue
+        for file in (COMPOSE_FILE, HOST_COMPOSE_FILE):  # whichever the project came from
             subprocess.run(
-                [*compose, "-p", project, "-f", str(COMPOSE_FILE), "down", "-v", "-t", "1"],
+                [*compose, "-p", project, "-f", str(file), "down", "-v", "-t", "1",
+                 "--remove-orphans"],
                 capture_output=True,
                 timeout=120,
+                env={**os.environ, "HOST_IP": "127.0.0.1"},  # the host file needs one
                 check=False,
-            )
+            )  # fmt: skip
 
 
 @pytest.fixture(scope="session")
@@ -252,9 +280,13 @@ def ferry_image(docker_engine: None) -> str:
 
 
 def open_stack(
-    ferry_image: str, conf: Path = E2E_CONF, profiles: tuple[str, ...] = ()
+    ferry_image: str,
+    conf: Path = E2E_CONF,
+    profiles: tuple[str, ...] = (),
+    only: tuple[str, ...] = (),
+    extra: Mapping[str, str] | None = None,
 ) -> ComposeStack:
-    """A new compose project on free ports (not started yet)."""
+    """A new compose project on free ports (not started yet); `extra`: more variables."""
     compose = compose_command()
     remove_abandoned_stacks(compose)
     settings = {
@@ -266,10 +298,13 @@ def open_stack(
         "NAMESRV_PORT": str(free_port(ADVERTISED_HOST)),
         "CONSOLE_PORT": str(free_port(ADVERTISED_HOST)),
         "METRICS_PORT": str(free_port(ADVERTISED_HOST)),
+        "CONTROLLER_PORT": str(free_port(ADVERTISED_HOST)),
+        "BROKER_B_PORT": str(free_port(ADVERTISED_HOST)),
         "BROKER_CONF": str(conf),
+        **(extra or {}),
     }
     project = f"{PROJECT_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    return ComposeStack(compose, project, settings, profiles)
+    return ComposeStack(compose, project, settings, profiles, only)
 
 
 @pytest.fixture(scope="module")
@@ -291,6 +326,122 @@ def ha_stack(ferry_image: str) -> Iterator[ComposeStack]:
         yield s
     finally:
         s.down(volumes=True)
+
+
+@pytest.fixture(scope="module")
+def controller_stack(ferry_image: str) -> Iterator[ComposeStack]:
+    """`--profile ha --profile broker-b`: etcd, the controller, broker-a as three
+    controller-mode replicas (deploy/broker-ha.conf) and broker-b, one container each."""
+    s = open_stack(ferry_image, profiles=("ha", "broker-b"), only=HA_SERVICES)
+    try:
+        s.up()
+        yield s
+    finally:
+        s.down(volumes=True)
+
+
+def secure_secrets() -> dict[str, str]:
+    """The secure profile's SECURE_* variables, fresh for each run (not the placeholders)."""
+    return {
+        "SECURE_INNER_ACCESS_KEY": "e2e-inner",
+        "SECURE_INNER_SECRET_KEY": secrets.token_hex(16),
+        "SECURE_ROOT_USER": "e2e-root",
+        "SECURE_ROOT_PASSWORD": secrets.token_hex(16),
+        "SECURE_OTLP_TOKEN": secrets.token_hex(16),
+    }
+
+
+@pytest.fixture(scope="module")
+def secure_stack(ferry_image: str) -> Iterator[ComposeStack]:
+    """`--profile secure`: the name server, broker-a (one `ferry serve broker` container) and
+    the console, with authentication, authorization and CURVE on (deploy/broker-secure.conf)."""
+    s = open_stack(ferry_image, profiles=("secure",), only=SECURE_SERVICES, extra=secure_secrets())
+    try:
+        s.up()
+        yield s
+    finally:
+        s.down(volumes=True)
+
+
+# ---- deploy/docker-compose.host.yml as three hosts on this machine ---------------------------
+
+HOSTS = ("127.0.0.21", "127.0.0.22", "127.0.0.23")
+FIRST_HOST = ("namesrv", "etcd", "controller", "broker-a")
+PORT_KEYS = (
+    "NAMESRV_PORT",
+    "CONTROLLER_PORT",
+    "ETCD_CLIENT_PORT",
+    "ETCD_PEER_PORT",
+    "BROKER_A_PORT",
+    "BROKER_A_HA_PORT",
+)
+
+
+def port_free_on_every_host() -> int:
+    """A port no process binds on any of the hosts' addresses (host networking: the
+    containers bind them on this machine)."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind((HOSTS[0], 0))
+            port = int(probe.getsockname()[1])
+        try:
+            for host in HOSTS[1:]:
+                with socket.socket() as other:
+                    other.bind((host, port))
+        except OSError:
+            continue
+        return port
+
+
+def host_settings(image: str) -> dict[str, str]:
+    """What every host's environment shares: the image, the ports, every peer's address."""
+    chosen: set[int] = set()
+    while len(chosen) < len(PORT_KEYS):
+        chosen.add(port_free_on_every_host())
+    ports = {key: str(port) for key, port in zip(PORT_KEYS, sorted(chosen), strict=True)}
+    first = HOSTS[0]
+    return {
+        "FERRY_IMAGE": image,
+        **ports,
+        "NAMESRV_ADDR": f"{first}:{ports['NAMESRV_PORT']}",
+        "CONTROLLER_ADDR": f"{first}:{ports['CONTROLLER_PORT']}",
+        "ETCD_ENDPOINTS": f"http://{first}:{ports['ETCD_CLIENT_PORT']}",
+        "ETCD_NAME": "etcd-1",
+        "ETCD_INITIAL_CLUSTER": f"etcd-1=http://{first}:{ports['ETCD_PEER_PORT']}",
+    }
+
+
+@pytest.fixture(scope="module")
+def hosts(ferry_image: str) -> Iterator[list[ComposeStack]]:
+    """Three hosts of deploy/docker-compose.host.yml: the first runs the name server, etcd,
+    the controller and broker-a's replica 1, the others replicas 2 and 3."""
+    compose = compose_command()
+    remove_abandoned_stacks(compose)
+    shared = host_settings(ferry_image)
+    run_id = f"{PROJECT_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    stacks = []
+    for index, host_ip in enumerate(HOSTS, start=1):
+        services = FIRST_HOST if index == 1 else ("broker-a",)
+        settings = {**shared, "HOST_IP": host_ip, "BROKER_A_ID": str(index)}
+        stacks.append(
+            ComposeStack(
+                compose,
+                f"{run_id}-h{index}",
+                settings,
+                profiles=services,
+                only=services,
+                file=HOST_COMPOSE_FILE,
+            )
+        )
+    try:
+        for stack in stacks:  # the first host's name server, etcd and controller first
+            stack.run("up", "-d", *stack.only)
+        for stack in stacks:
+            stack.wait_healthy(120)
+        yield stacks
+    finally:
+        for stack in reversed(stacks):
+            stack.down(volumes=True)
 
 
 @pytest.fixture

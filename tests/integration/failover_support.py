@@ -13,34 +13,57 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from ha_support import status
 from itest_support import FERRY, LineReader, wait_for
 
 from ferry.client import (
+    BrokerNotExistError,
     ConsumeFromWhere,
     FerryError,
     Message,
+    MessageQueue,
     Producer,
     PullConsumer,
+    SendResult,
     SendStatus,
 )
 from ferry.protocol.messages import (
     ControllerGetSyncStateDataRequest,
     ControllerSyncStateDataReply,
+    ErrorReply,
+    GetAllTopicConfigRequest,
+    GetRouteInfoRequest,
     HaStatusReply,
     HaStatusRequest,
+    RouteInfoReply,
+    TopicConfigListReply,
 )
+from ferry.protocol.messages.controller import BrokerGroupState
 from ferry.runtime.etcd import EtcdProcess, start_etcd
 from ferry.runtime.launcher import ServiceProcess, service_args, start_controller, start_service
 
 FAST_POLICY = "first_wait=0.1,max_wait=1,max_crashes=10,window=60"
 HEARTBEAT_TIMEOUT_MS = 3000  # the controller's: a master silent this long is replaced
+# What a group must run with for "nothing acknowledged is lost" across failovers. Without
+# allAckInSyncStateSet a SYNC_MASTER answers SEND_OK once any one slave acked (as RocketMQ),
+# while the controller elects among the in-sync set by the offsets the replicas last reported:
+# a send acked by a slave that is not elected (outside the set, or ahead of the one that wins)
+# is cut from every log once the group follows the new master.
+NO_LOSS = {"allAckInSyncStateSet": "true"}
 
 
 class Replica:
     """One `ferry serve broker` tree of broker-a in controller mode."""
 
-    def __init__(self, root: Path, replica_id: int, controller: str, namesrv: str) -> None:
+    def __init__(
+        self,
+        root: Path,
+        replica_id: int,
+        controller: str,
+        namesrv: str,
+        extra: dict[str, str] | None = None,
+    ) -> None:
         self.root = root
         self.replica_id = replica_id
         settings = {
@@ -58,6 +81,7 @@ class Replica:
             "haSendHeartbeatInterval": "500",
             "slaveSynchronizeInterval": "500",
             "syncFlushTimeout": "2000",
+            **(extra or {}),
         }
         argv = [FERRY, "serve", "broker", *service_args(None, settings)]
         env = {**os.environ, "FERRY_RESTART_POLICY": FAST_POLICY}
@@ -92,6 +116,20 @@ class Replica:
     def resume_tree(self) -> None:
         os.killpg(self.proc.pid, signal.SIGCONT)
 
+    def service_pid(self, module: str) -> int:
+        """The pid of the tree's process running `python -m <module>` (e.g. ferry.ha)."""
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                pgid = os.getpgid(int(entry.name))
+            except (OSError, ProcessLookupError):
+                continue  # gone meanwhile
+            if pgid == self.proc.pid and module.encode() in argv:
+                return int(entry.name)
+        raise LookupError(f"no {module} process in replica {self.replica_id}'s tree")
+
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
@@ -111,6 +149,13 @@ class ControlledGroup:
     namesrv: ServiceProcess
     root: Path
     replicas: dict[int, Replica] = field(default_factory=dict)
+    settings: dict[str, str] = field(default_factory=dict)  # broker.conf keys for every replica
+    # False for a second group on the first one's etcd, controller and name server (add_group)
+    owns_services: bool = True
+
+    @property
+    def broker_name(self) -> str:
+        return self.settings.get("brokerName", "broker-a")
 
     @property
     def namesrv_addr(self) -> str:
@@ -126,7 +171,11 @@ class ControlledGroup:
         if old is not None:
             old.close()
         replica = Replica(
-            self.root / f"replica-{replica_id}", replica_id, self.controller_addr, self.namesrv_addr
+            self.root / f"replica-{replica_id}",
+            replica_id,
+            self.controller_addr,
+            self.namesrv_addr,
+            self.settings,
         )
         self.replicas[replica_id] = replica
         return replica
@@ -148,6 +197,8 @@ class ControlledGroup:
     def close(self) -> None:
         for replica in self.replicas.values():
             replica.close()
+        if not self.owns_services:
+            return
         self.namesrv.stop()
         self.controller.stop()
         self.etcd.stop()
@@ -178,13 +229,15 @@ def _last_role(replica: Replica) -> str:
     return ""
 
 
-def start_group(root: Path, replicas: int = 3) -> ControlledGroup:
+def start_group(
+    root: Path, replicas: int = 3, settings: dict[str, str] | None = None
+) -> ControlledGroup:
     etcd = start_etcd(root / "etcd")
     controller = namesrv = None
     try:
         controller = start_controller(etcd.endpoint, HEARTBEAT_TIMEOUT_MS, scan_ms=200)
         namesrv = start_service("namesrv", service_args(None, {"listenPort": "0"}))
-        group = ControlledGroup(etcd, controller, namesrv, root)
+        group = ControlledGroup(etcd, controller, namesrv, root, settings=dict(settings or {}))
         for replica_id in range(1, replicas + 1):
             group.start_replica(replica_id)
         return group
@@ -196,43 +249,96 @@ def start_group(root: Path, replicas: int = 3) -> ControlledGroup:
         raise
 
 
+def add_group(
+    first: ControlledGroup,
+    broker_name: str,
+    replicas: int = 3,
+    settings: dict[str, str] | None = None,
+) -> ControlledGroup:
+    """Another broker group of the cluster, on `first`'s etcd, controller and name server
+    (which `first.close()` stops; this group's close() stops only its replicas)."""
+    group = ControlledGroup(
+        first.etcd,
+        first.controller,
+        first.namesrv,
+        first.root / broker_name,
+        settings={**(settings or {}), "brokerName": broker_name},
+        owns_services=False,
+    )
+    try:
+        for replica_id in range(1, replicas + 1):
+            group.start_replica(replica_id)
+    except BaseException:
+        group.close()
+        raise
+    return group
+
+
 class Traffic:
     """A producer sending without pause and a consumer group reading, on their own threads:
-    what was acknowledged, what failed (by error type), what was delivered."""
+    what was acknowledged (and when, on which broker group), what failed (by error type),
+    what was delivered. `only_broker`: every send goes to that broker group's queues (a
+    selector) and nothing is consumed; `name` keeps two at once apart."""
 
-    def __init__(self, namesrv: str) -> None:
+    def __init__(
+        self,
+        namesrv: str,
+        topic: str = "Failover",
+        name: str = "rounds",
+        only_broker: str = "",
+    ) -> None:
+        self.topic = topic
+        self.only_broker = only_broker
         self.acked: list[bytes] = []
+        self.acks: list[tuple[float, str, bytes]] = []  # (time.monotonic(), broker, body)
         self.failed: dict[str, int] = {}
         self.delivered: set[bytes] = set()
         self._stop = threading.Event()
-        self._producer = Producer("pg-rounds", namesrv, send_timeout_ms=3000)
-        self._consumer = PullConsumer(
-            "cg-rounds", namesrv, consume_from=ConsumeFromWhere.FIRST_OFFSET
-        )
-        self._threads = [
-            threading.Thread(target=self._produce, daemon=True),
-            threading.Thread(target=self._consume, daemon=True),
-        ]
+        self._producer = Producer(f"pg-{name}", namesrv, send_timeout_ms=3000)
+        self._consumer = None
+        self._threads = [threading.Thread(target=self._produce, daemon=True)]
+        if not only_broker:
+            self._consumer = PullConsumer(
+                f"cg-{name}", namesrv, consume_from=ConsumeFromWhere.FIRST_OFFSET
+            )
+            self._threads.append(threading.Thread(target=self._consume, daemon=True))
 
     def start(self) -> None:
         self._producer.start()
-        self._consumer.subscribe("Failover")
+        if self._consumer is not None:  # started: a PullConsumer never started polls nothing
+            self._consumer.start()
+            self._consumer.subscribe(self.topic)
         for thread in self._threads:
             thread.start()
+
+    def _pick(self, queues: list[MessageQueue], _msg: Message, i: int) -> MessageQueue:
+        mine = [q for q in queues if q.broker_name == self.only_broker]
+        if not mine:
+            raise BrokerNotExistError(f"no queue of {self.topic} on {self.only_broker}")
+        return mine[i % len(mine)]
+
+    def _send(self, body: bytes, i: int) -> SendResult:
+        msg = Message(self.topic, body)
+        if self.only_broker:
+            return self._producer.send(msg, self._pick, i)
+        return self._producer.send(msg)
 
     def _produce(self) -> None:
         i = 0
         while not self._stop.is_set():
-            body = f"r-{i}".encode()
+            body = f"{self.only_broker or 'r'}-{i}".encode()
             i += 1
             try:
-                if self._producer.send(Message("Failover", body)).status == SendStatus.SEND_OK:
+                result = self._send(body, i)
+                if result.status == SendStatus.SEND_OK:
                     self.acked.append(body)
+                    self.acks.append((time.monotonic(), result.queue.broker_name, body))
             except FerryError as err:
                 name = type(err).__name__
                 self.failed[name] = self.failed.get(name, 0) + 1
 
     def _consume(self) -> None:
+        assert self._consumer is not None
         while not self._stop.is_set():
             try:
                 self.delivered.update(m.body for m in self._consumer.poll(timeout=0.5))
@@ -244,45 +350,131 @@ class Traffic:
         for thread in self._threads:
             thread.join(30)
         self._producer.shutdown()
-        self._consumer.shutdown()
+        if self._consumer is not None:
+            self._consumer.shutdown()
+
+
+def group_state(group: ControlledGroup) -> BrokerGroupState | None:
+    """The controller's state of the group (master, epoch, in-sync set), None before any."""
+    request = ControllerGetSyncStateDataRequest(broker_names=[group.broker_name])
+    deadline = time.monotonic() + 10
+    reply = status(group.controller_addr, request)
+    # a slow etcd answer is a retriable error (etcd unreachable within etcdTimeoutMills): ask
+    # again, as a broker would, rather than fail the round on it
+    while isinstance(reply, ErrorReply) and reply.retriable and time.monotonic() < deadline:
+        time.sleep(0.2)  # wait-ok: between asks of a deadline-bounded retry
+        reply = status(group.controller_addr, request)
+    assert isinstance(reply, ControllerSyncStateDataReply), reply
+    return next((g for g in reply.groups if g.broker_name == group.broker_name), None)
+
+
+def has_topic(broker_addr: str, topic: str) -> bool:
+    """The broker (a master, or a slave once its metadata sync copied it) holds the topic."""
+    reply = status(broker_addr, GetAllTopicConfigRequest())
+    return isinstance(reply, TopicConfigListReply) and any(
+        t.topic_name == topic for t in reply.topics
+    )
+
+
+def topic_on_replicas(group: ControlledGroup, topic: str) -> bool:
+    """Every live replica holds the topic: a replica elected before its metadata sync copied
+    a new topic from the master would serve without it (as RocketMQ's slaves)."""
+    live = [r for r in group.replicas.values() if r.proc.poll() is None]
+    return all(has_topic(r.addr, topic) for r in live)
 
 
 def in_sync_count(group: ControlledGroup) -> int:
-    reply = status(group.controller_addr, ControllerGetSyncStateDataRequest())
-    assert isinstance(reply, ControllerSyncStateDataReply), reply
-    return len(reply.groups[0].sync_state_set) if reply.groups else 0
+    state = group_state(group)
+    return len(state.sync_state_set) if state is not None else 0
+
+
+@dataclass
+class Round:
+    """One failover, in seconds from the kill: the controller's new epoch, the name server's
+    route naming a new master (id 0), and the first write acknowledged after the kill."""
+
+    replica_id: int
+    elected: float
+    routed: float
+    acked: float
+
+    def __str__(self) -> str:
+        return (
+            f"replica {self.replica_id} killed: elected {self.elected:.2f} s, "
+            f"routed {self.routed:.2f} s, writes after {self.acked:.2f} s"
+        )
+
+
+def master_in_route(namesrv: str, topic: str, broker_name: str) -> str:
+    """The address the name server routes broker_name's id 0 to ("" when none)."""
+    reply = status(namesrv, GetRouteInfoRequest(topic))
+    if not isinstance(reply, RouteInfoReply):
+        return ""
+    for data in reply.route.broker_datas:
+        if data.broker_name == broker_name:
+            return data.broker_addrs.get(0, "")
+    return ""
+
+
+def fail_over(group: ControlledGroup, traffic: Traffic, timeout: float = 60) -> Round:
+    """Kills the master's tree and times the phases until the next acknowledged write."""
+    master = group.master(30)
+    state = group_state(group)
+    old_epoch = state.epoch if state is not None else 0
+    before = len(traffic.acked)
+    killed_at = time.monotonic()
+    master.kill_tree()
+    elected = routed = acked = 0.0
+    deadline = killed_at + timeout
+    while not (elected and routed and acked):
+        now = time.monotonic()
+        if now > deadline:
+            pytest.fail(f"no failover in {timeout}s (elected {elected}, routed {routed})")
+        if not elected:
+            state = group_state(group)
+            elected = now - killed_at if state and state.epoch > old_epoch else 0.0
+        if not routed:
+            addr = master_in_route(group.namesrv_addr, traffic.topic, group.broker_name)
+            routed = now - killed_at if addr and addr != master.addr else 0.0
+        if not acked and len(traffic.acked) > before:
+            # the time of the first ack itself, not of this poll
+            acked = traffic.acks[before][0] - killed_at
+        time.sleep(0.02)  # wait-ok: polling three clocks at once, each bounded by the deadline
+    assert group.master(30) is not master
+    return Round(master.replica_id, elected, routed, acked)
 
 
 def kill_masters(
     group: ControlledGroup, traffic: Traffic, rounds: int, say: Any = None
-) -> list[float]:
-    """`rounds` times: once a slave is in sync, kill -9 the master's tree and time until the
-    next acknowledged write; then start the killed tree again (the lost machine comes back)."""
-    took: list[float] = []
+) -> list[Round]:
+    """`rounds` times: once a slave is in sync, kill -9 the master's tree and time the phases
+    until the next acknowledged write; then start the killed tree again (the lost machine
+    comes back)."""
+    done: list[Round] = []
     for i in range(rounds):
         wait_for(lambda: in_sync_count(group) >= 2, 60, "a slave in sync")
-        master = group.master(30)
-        before = len(traffic.acked)
-        killed_at = time.monotonic()
-        master.kill_tree()
-        wait_for(lambda n=before: len(traffic.acked) > n, 60, "a write on a new master")
-        took.append(time.monotonic() - killed_at)
-        assert group.master(30) is not master
+        done.append(fail_over(group, traffic))
         if say is not None:
-            say(f"round {i + 1}: replica {master.replica_id} killed, writes after {took[-1]:.2f} s")
-        group.start_replica(master.replica_id)
-    return took
+            say(f"round {i + 1}: {done[-1]}")
+        group.start_replica(done[-1].replica_id)
+    return done
 
 
-def final_log(group: ControlledGroup, want: set[bytes], wait_s: float = 60) -> set[bytes]:
-    """Every body of the Failover topic a new consumer group reads from the start (until it
-    has read `want`, or wait_s passed): what the group's log finally holds."""
+def final_log(
+    group: ControlledGroup, want: set[bytes], wait_s: float = 60, topic: str = "Failover"
+) -> set[bytes]:
+    """Every body of the topic a new consumer group reads from the start (until it has read
+    `want` and two polls in a row find nothing more, or wait_s passed): what the group's log (the
+    cluster's) finally holds, unacknowledged messages that were kept included."""
     final: set[bytes] = set()
     with PullConsumer(
         "cg-final-log", group.namesrv_addr, consume_from=ConsumeFromWhere.FIRST_OFFSET
     ) as consumer:
-        consumer.subscribe("Failover")
+        consumer.subscribe(topic)
         deadline = time.monotonic() + wait_s
-        while not want <= final and time.monotonic() < deadline:
-            final.update(m.body for m in consumer.poll(timeout=0.5))
+        quiet = 0  # polls in a row that found nothing
+        while time.monotonic() < deadline and not (want <= final and quiet >= 2):
+            got = {m.body for m in consumer.poll(timeout=0.5)}
+            final |= got
+            quiet = 0 if got else quiet + 1
     return final

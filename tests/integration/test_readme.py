@@ -89,3 +89,24 @@ def test_operations_admin_examples_run(cluster: Cluster) -> None:
         app = mqadmin_app if args[0] == "mqadmin" else ferry_app
         done = runner.invoke(app, args[1:])
         assert done.exit_code == 0, f"{line}\n{done.output}"
+
+
+def test_readme_asyncio_example_runs(cluster: Cluster, tmp_path: Path) -> None:
+    """The README's asyncio section, saved as tour_aio.py and run as written."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## asyncio", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```python\n(.*?)```", section, re.S)
+    script = tmp_path / "tour_aio.py"
+    script.write_text(block)
+    env = {**os.environ, "NAMESRV_ADDR": cluster.namesrv}
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("SEND_OK ")
+    assert "consumed 101" in done.stdout

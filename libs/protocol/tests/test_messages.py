@@ -10,6 +10,7 @@ from ferry.protocol.messages import (
     Reply,
     Request,
     admin,
+    auth,
     client,
     common,
     ha,
@@ -21,7 +22,7 @@ from ferry.protocol.messages import (
     store,
 )
 
-ROLES = [common, namesrv, client, store, index, scheduler, ha, admin]
+ROLES = [common, namesrv, client, store, index, scheduler, ha, admin, auth]
 
 
 def subclasses(base: type) -> set[type]:

@@ -1,7 +1,12 @@
 import pytest
 
-from ferry.protocol.errors import SubscriptionParseError
-from ferry.remoting.expression import parse_tags, tag_codes
+from ferry.protocol.errors import BrokerSystemError, SubscriptionParseError
+from ferry.remoting.expression import (
+    check_heartbeat_subscription,
+    parse_tags,
+    store_filter,
+    tag_codes,
+)
 
 # Java: "TagA".hashCode(), "TagB".hashCode()
 TAG_A = 2598919
@@ -32,3 +37,32 @@ def test_non_ascii_tags_hash_as_java_does() -> None:
 def test_bad_expression_is_a_parse_error(expression: str) -> None:
     with pytest.raises(SubscriptionParseError):
         parse_tags(expression)
+
+
+def test_store_filter_passes_tags_as_codes_and_sql_as_text() -> None:
+    assert store_filter("TAG", "A || B", sql_enabled=False, broker="b") == (
+        tag_codes("A || B"),
+        "",
+    )
+    assert store_filter("", "*", sql_enabled=False, broker="b") == ((), "")
+    assert store_filter("SQL92", "a > 5", sql_enabled=True, broker="b") == ((), "a > 5")
+
+
+def test_store_filter_refuses_sql_unless_enabled_and_bad_sql_with_its_position() -> None:
+    with pytest.raises(BrokerSystemError, match="does not support consumer to filter") as err:
+        store_filter("SQL92", "a > 5", sql_enabled=False, broker="broker-a")
+    assert not err.value.retriable
+    with pytest.raises(SubscriptionParseError, match="line 1, column 7"):
+        store_filter("SQL92", "a > 5 5", sql_enabled=True, broker="b")
+    with pytest.raises(SubscriptionParseError, match="not supported"):
+        store_filter("CLASS", "x", sql_enabled=True, broker="b")
+
+
+def test_a_heartbeat_is_refused_only_for_sql_on_a_topic_served_here() -> None:
+    check_heartbeat_subscription("TAG", "A", served=True, sql_enabled=False, broker="b")
+    # another broker's topic: its own broker judges it
+    check_heartbeat_subscription("SQL92", "a >", served=False, sql_enabled=False, broker="b")
+    with pytest.raises(BrokerSystemError):
+        check_heartbeat_subscription("SQL92", "a > 1", served=True, sql_enabled=False, broker="b")
+    with pytest.raises(SubscriptionParseError):
+        check_heartbeat_subscription("SQL92", "a >", served=True, sql_enabled=True, broker="b")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ferry.protocol import record
-from ferry.remoting.send_back import plan_send_back
+from ferry.protocol.retry_copy import plan_send_back
 
 UNIQ = "0A00000100002A9F0000000000000001"
 

@@ -574,3 +574,32 @@ def test_a_new_queue_directory_is_synced_by_the_next_flush_not_on_the_put(
     store.end_flush(plan.run(store.checkpoint))
     assert store.begin_flush() is None  # nothing left to sync
     PendingDir(cq_root / "deleted-topic").sync()  # a directory removed before its flush: no-op
+
+
+def test_gated_reads_stop_at_the_confirmed_offset_and_follow_it(
+    store: MessageStore, batch: MakeBatch
+) -> None:
+    """allAckInSyncStateSet: a queue read sees only records the in-sync set holds, wherever
+    the other queues' records lie between them."""
+    store.put("Orders", 0, 2, batch("Orders", [b"a0", b"a1"]))
+    store.gate_reads()  # what the store held when it opened counts as kept
+    held = store.put("Orders", 0, 1, batch("Orders", [b"a2"]))
+    other = store.put("Orders", 1, 1, batch("Orders", [b"b0"]))
+    last = store.put("Orders", 0, 1, batch("Orders", [b"a3"]))
+
+    got = store.get("Orders", 0, 0)
+    assert (got.status, got.count, got.max_offset) == (PullStatus.FOUND, 2, 2)
+    assert store.get("Orders", 0, 2).status == PullStatus.NO_NEW_MSG
+    assert store.get("Orders", 1, 0).status == PullStatus.NO_NEW_MSG
+
+    assert store.confirm(held.next_offset) and not store.confirm(held.next_offset - 1)
+    assert [r.body for r in record.iter_records(bytes(store.get("Orders", 0, 2).payload))] == [
+        b"a2"
+    ]
+    assert store.get("Orders", 1, 0).status == PullStatus.NO_NEW_MSG
+    store.confirm(other.next_offset)
+    assert store.get("Orders", 1, 0).count == 1
+    assert store.get("Orders", 0, 3).status == PullStatus.NO_NEW_MSG
+    store.confirm(last.next_offset + 10_000)  # never past the log's end
+    assert store.confirmed == last.next_offset
+    assert store.get("Orders", 0, 3).count == 1

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ferry.client import Message, Producer
-from ferry.runtime.launcher import LocalCluster, start_local_cluster
+from ferry.runtime.launcher import LocalCluster, start_local_cluster, start_service
 
 pytestmark = pytest.mark.integration
 
@@ -144,7 +144,12 @@ def test_the_otlp_receiver_takes_json_and_refuses_what_it_cannot_hold(
 
 
 def test_bad_settings_stop_the_console_before_it_serves(tmp_path: Path) -> None:
-    for args in (["--port", "70000"], ["--set", "traceRetentionHours=0"], ["--set", "nope"]):
+    for args in (
+        ["--port", "70000"],
+        ["--set", "traceRetentionHours=0"],
+        ["--set", "nope"],
+        ["--set", "controllerAddr=no-port-here"],
+    ):
         done = subprocess.run(
             [sys.executable, "-m", "ferry.console", "--data-dir", str(tmp_path), *args],
             capture_output=True,
@@ -154,3 +159,54 @@ def test_bad_settings_stop_the_console_before_it_serves(tmp_path: Path) -> None:
         )
         assert done.returncode == 2, (args, done.stderr)
         assert "ferry-console:" in done.stderr
+
+
+def test_with_an_otlp_token_only_exports_that_carry_it_are_taken(
+    cluster: LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """otlpToken: a bearer token the services send as the OTel SDK's standard
+    OTEL_EXPORTER_OTLP_TRACES_HEADERS; exports without it get 401 and store nothing."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    token = "otlp-token-5678"
+    env = {**os.environ, "FERRY_otlpToken": token}
+    console = start_service(
+        "console",
+        ["-n", cluster.namesrv_addr, "--port", "0", "--data-dir", str(tmp_path)],
+        env=env,
+    )
+    try:
+        url = console.endpoints["url"]
+        span = {
+            "traceId": "6b8efff798038103d269b633813fc60c",
+            "spanId": "fee19b7ec3c1b174",
+            "name": "send Untokened",
+            "startTimeUnixNano": "1000000",
+            "endTimeUnixNano": "2000000",
+            "attributes": [{"key": "messaging.message.id", "value": {"stringValue": "NO-TOKEN"}}],
+        }
+        body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+        as_json = {"Content-Type": "application/json"}
+        assert get(url + "/v1/traces", body, as_json)[0] == 401
+        assert get(url + "/v1/traces", body, {**as_json, "Authorization": "Bearer nope"})[0] == 401
+        _, raw = get(url + "/api/trace/message/NO-TOKEN")
+        assert json.loads(raw)["traces"] == []
+
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", f"Authorization=Bearer%20{token}")
+        provider = TracerProvider(resource=Resource.create({"service.name": "tokened"}))
+        provider.add_span_processor(
+            SimpleSpanProcessor(OTLPSpanExporter(endpoint=url + "/v1/traces"))
+        )
+        attributes = {"messaging.message.id": "WITH-TOKEN"}
+        with provider.get_tracer("t").start_as_current_span("send Tokened", attributes=attributes):
+            pass
+        provider.shutdown()
+        _, raw = get(url + "/api/trace/message/WITH-TOKEN")
+        (got,) = json.loads(raw)["spans"]
+        assert (got["name"], got["service"]) == ("send Tokened", "tokened")
+        assert token not in "\n".join(console.output)
+    finally:
+        console.stop()

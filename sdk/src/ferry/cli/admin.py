@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
@@ -17,6 +18,7 @@ from ferry.cli.completion import (
     complete_group,
     complete_topic,
 )
+from ferry.cli.credentials import client_options
 from ferry.cli.groups import CaseInsensitiveGroup
 from ferry.cli.output import die, print_json, print_table, show_time
 from ferry.protocol.errors import FerryError
@@ -27,7 +29,12 @@ if TYPE_CHECKING:
 app = typer.Typer(
     cls=CaseInsensitiveGroup,
     no_args_is_help=True,
-    help="Administer topics, groups and brokers (mqadmin's commands; names ignore case).",
+    help=(
+        "Administer topics, groups and brokers (mqadmin's commands; names ignore case). "
+        "With authentication on: --access-key KEY --secret-key SECRET anywhere on the line, "
+        "or FERRY_ACCESS_KEY / FERRY_SECRET_KEY; with tlsEnable, --tls-server-key FILE "
+        "(the cluster's server.key) or FERRY_TLS_SERVER_KEY."
+    ),
     rich_markup_mode=None,
 )
 
@@ -81,9 +88,20 @@ BrokerAddr = Annotated[
         autocompletion=complete_broker_addr,
     ),
 ]
+RequiredBrokerAddr = Annotated[
+    str,
+    typer.Option(
+        "-b",
+        "--brokerAddr",
+        metavar="HOST:PORT",
+        help="the broker, host:port",
+        autocompletion=complete_broker_addr,
+    ),
+]
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 @contextmanager
@@ -92,10 +110,21 @@ def admin_session(namesrv: str) -> Iterator[Admin]:
     from ferry.client import Admin
 
     try:
-        with Admin(namesrv) as admin:
+        with Admin(namesrv, **client_options()) as admin:
             yield admin
     except FerryError as err:
         die(err)
+
+
+def read_list_file(file: Path, parse: Callable[[bytes], T]) -> T:
+    """An updateTopicList / updateSubGroupList file, parsed whole; any fault is a usage error
+    (exit code 2) naming the file."""
+    try:
+        return parse(file.read_bytes())
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {file}: {exc.strerror}") from None
+    except FerryError as err:
+        raise typer.BadParameter(f"{file}: {err.message}") from None
 
 
 @app.command("updateTopic")
@@ -202,8 +231,9 @@ def topic_route(
                 q.perm,
             )
         )
+    order = f" (order conf {route.order_topic_conf})" if route.order_topic_conf else ""
     print_table(
-        f"route of {topic}",
+        f"route of {topic}{order}",
         ["broker", "cluster", "addresses (id=addr)", "read", "write", "perm"],
         rows,
     )

@@ -1,5 +1,5 @@
 """mqadmin's broker and name server commands: getBrokerConfig, updateBrokerConfig, statsAll,
-cleanExpiredCQ, deleteExpiredCommitLog, wipeWritePerm, addWritePerm.
+cleanExpiredCQ, deleteExpiredCommitLog, wipeWritePerm, addWritePerm, clusterRT.
 
 Registered on `ferry admin`'s app when imported (main.py imports it).
 """
@@ -20,7 +20,8 @@ from ferry.cli.admin import (
     app,
 )
 from ferry.cli.completion import complete_broker_name
-from ferry.cli.output import print_json, print_table
+from ferry.cli.output import die, print_json, print_table
+from ferry.protocol.errors import FerryError
 
 if TYPE_CHECKING:
     from ferry.client import Admin
@@ -207,3 +208,59 @@ def add_write_perm(
 ) -> None:
     """Offer a broker's queues for writing again on every name server."""
     _write_perm(namesrv, broker_name, True, json)
+
+
+@app.command("clusterRT")
+def cluster_rt(
+    topic: Annotated[
+        str | None,
+        typer.Option(
+            "-t", "--topic", help="a topic every broker serves (Ferry has no per-broker topic)"
+        ),
+    ] = None,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    cluster: Cluster = None,
+    amount: Annotated[
+        int, typer.Option("-a", "--amount", help="messages per broker a round")
+    ] = 100,
+    size: Annotated[int, typer.Option("-s", "--size", help="body bytes")] = 128,
+    rounds: Annotated[int, typer.Option("-r", "--rounds", help="rounds")] = 3,
+    interval: Annotated[
+        float, typer.Option("-i", "--interval", help="seconds between rounds")
+    ] = 0.0,
+    json: Json = False,
+) -> None:
+    """Send messages to each broker master (of -c) in turn, a queue of -t on it, and print
+    each broker's round-trip times per round (RocketMQ sends to a topic named after each
+    broker; Ferry's brokers have none, so -t names one they all serve)."""
+    if topic is None:
+        raise typer.BadParameter("give -t TOPIC, a topic every broker master serves")
+    for name, value in (("-a", amount), ("-s", size), ("-r", rounds)):
+        if value <= 0:
+            raise typer.BadParameter(f"{name} {value} must be positive")
+    if interval < 0:
+        raise typer.BadParameter(f"-i {interval} is negative")
+    from ferry.cli.credentials import client_options
+    from ferry.client import admin_probe
+
+    try:
+        with admin_session(namesrv) as admin:
+            targets = admin_probe.rt_targets(admin, topic, cluster)
+        samples = admin_probe.cluster_rt(
+            namesrv, targets, amount, size, rounds, interval, **client_options()
+        )
+    except FerryError as err:
+        die(err)
+    rows = [
+        (t.cluster, t.queue.broker_name, t.addr, r.round, r.avg_ms, r.max_ms, r.ok, r.failed)
+        for t, r in samples
+    ]
+    if json:
+        keys = ("cluster", "broker", "addr", "round", "avg_ms", "max_ms", "ok", "failed")
+        print_json([dict(zip(keys, row, strict=True)) for row in rows])
+        return
+    print_table(
+        f"send RT to {topic}, {amount} x {size} B per broker a round",
+        ["cluster", "broker", "address", "round", "avg ms", "max ms", "ok", "failed"],
+        rows,
+    )

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ferry.cli.admin import DEFAULT_NAMESRV, Json, Namesrv, admin_session, app
+from ferry.cli.credentials import client_options
 from ferry.cli.output import die, print_json, print_table, show_time
 from ferry.protocol.errors import FerryError
 
@@ -39,7 +40,7 @@ def controller_session(addr: str) -> Iterator[ControllerAdmin]:
     from ferry.client.controller_admin import ControllerAdmin
 
     try:
-        with ControllerAdmin(addr) as ctl:
+        with ControllerAdmin(addr, **client_options()) as ctl:
             yield ctl
     except FerryError as err:
         die(err)

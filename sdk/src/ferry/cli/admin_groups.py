@@ -1,5 +1,5 @@
-"""mqadmin's consumer and producer group commands: updateSubGroup, deleteSubGroup,
-consumerConnection, producerConnection, resetOffsetByTime.
+"""mqadmin's consumer and producer group commands: updateSubGroup, updateSubGroupList,
+deleteSubGroup, consumerConnection, producerConnection, producer, resetOffsetByTime.
 
 Registered on `ferry admin`'s app when imported (main.py imports it).
 """
@@ -7,6 +7,7 @@ Registered on `ferry admin`'s app when imported (main.py imports it).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -18,9 +19,11 @@ from ferry.cli.admin import (
     Group,
     Json,
     Namesrv,
+    RequiredBrokerAddr,
     Topic,
     admin_session,
     app,
+    read_list_file,
 )
 from ferry.cli.output import not_found, print_json, print_table, progress, show_time
 from ferry.cli.query import parse_time
@@ -99,6 +102,43 @@ def update_sub_group(
     )
 
 
+@app.command("updateSubGroupList")
+def update_sub_group_list(
+    file: Annotated[
+        Path,
+        typer.Option(
+            "-f",
+            "--filename",
+            help='JSON: [{"groupName": "G", "retryMaxTimes": 16, "consumeEnable": true}]',
+        ),
+    ],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    broker: BrokerAddr = None,
+    cluster: Cluster = None,
+    json: Json = False,
+) -> None:
+    """Create or update every subscription group of a JSON file on a broker (-b) or the
+    masters of a cluster (-c; every cluster when neither). Keys a group's entry leaves out
+    take their defaults. The whole file is checked before any change."""
+    from ferry.client import admin_consume
+
+    configs = read_list_file(file, admin_consume.read_sub_group_list)
+    rows = []
+    with admin_session(namesrv) as admin:
+        for c in configs:
+            for addr in admin.update_sub_group(c, cluster=cluster, broker_addr=broker):
+                rows.append((c.group_name, addr, c.consume_enable, c.retry_max_times))
+    if json:
+        keys = ("group", "broker", "consume_enable", "retry_max_times")
+        print_json([dict(zip(keys, r, strict=True)) for r in rows])
+        return
+    print_table(
+        f"{len(configs)} subscription groups created or updated",
+        ["group", "broker", "consume", "retry max times"],
+        rows,
+    )
+
+
 @app.command("deleteSubGroup")
 def delete_sub_group(
     group: Group,
@@ -170,8 +210,8 @@ def consumer_connection(
     print_table(f"members of {group}", CONNECTION_COLUMNS, _connection_rows(by_broker))
     print_table(
         f"{first.consume_type} / {first.message_model} / {first.consume_from}",
-        ["topic", "expression"],
-        [(s.topic, s.expression) for s in first.subscriptions],
+        ["topic", "type", "expression"],  # type: TAG or SQL92
+        [(s.topic, s.expression_type, s.expression) for s in first.subscriptions],
     )
 
 
@@ -200,6 +240,33 @@ def producer_connection(
         )
         return
     print_table(f"producers of {group}", CONNECTION_COLUMNS, _connection_rows(by_broker))
+
+
+@app.command("producer")
+def producer(
+    broker: RequiredBrokerAddr,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    json: Json = False,
+) -> None:
+    """Every live producer on a broker, by producer group."""
+    from ferry.client import admin_consume
+
+    with admin_session(namesrv) as admin:
+        by_group = admin_consume.all_producers(admin, broker)
+    if json:
+        import msgspec
+
+        print_json({g: msgspec.to_builtins(conns) for g, conns in by_group.items()})
+        return
+    print_table(
+        f"producers on {broker}",
+        ["producer group", "client id", "client addr", "language", "version"],
+        [
+            (g, c.client_id, c.client_addr, c.language, c.version)
+            for g, conns in by_group.items()
+            for c in conns
+        ],
+    )
 
 
 @app.command("resetOffsetByTime")

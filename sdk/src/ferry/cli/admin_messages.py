@@ -21,6 +21,7 @@ from ferry.cli.admin import (
     app,
 )
 from ferry.cli.completion import complete_group, complete_topic
+from ferry.cli.credentials import client_options
 from ferry.cli.output import die, not_found, print_json, print_table, progress, show_time
 from ferry.cli.tables import Free
 from ferry.protocol.errors import FerryError
@@ -102,7 +103,10 @@ def send_message(
     msg = Message(topic, body.encode(), tags=tags, keys=keys.split() if keys else None)
     queue = MessageQueue(topic, broker, queue_id) if broker and queue_id is not None else None
     try:
-        with Producer("TOOLS_PRODUCER", namesrv) as producer, progress() as bar:
+        with (
+            Producer("TOOLS_PRODUCER", namesrv, **client_options()) as producer,
+            progress() as bar,
+        ):
             task = bar.add_task(f"sending to {topic}", total=count)
             for _ in range(count):
                 result = producer.send(msg, queue)
@@ -144,7 +148,7 @@ def _read_from(
     """Up to `count` messages of the given queues from the given offsets; commits nothing."""
     from ferry.client import PullConsumer
 
-    with PullConsumer(group, namesrv, auto_commit=False) as consumer:
+    with PullConsumer(group, namesrv, auto_commit=False, **client_options()) as consumer:
         consumer.assign(starts)
         for queue, offset in starts.items():
             consumer.seek(queue, offset)
@@ -294,7 +298,10 @@ def check_msg_send_rt(
 
     times_ms: list[float] = []
     try:
-        with Producer("TOOLS_PRODUCER", namesrv) as producer, progress() as bar:
+        with (
+            Producer("TOOLS_PRODUCER", namesrv, **client_options()) as producer,
+            progress() as bar,
+        ):
             task = bar.add_task("sending", total=amount)
             body = b"x" * size
             for _ in range(amount):
@@ -346,8 +353,9 @@ def consumer_progress(
     json: Json = False,
 ) -> None:
     """With -g: per queue of the group's topics (or -t's), broker offset, the group's
-    committed offset and the lag between them. Without -g: every group (consuming -t, when
-    given) with its total lag. A group no broker knows (a typo) is an error."""
+    committed offset and the lag between them; for a pop group (SimpleConsumer) also the
+    messages popped, acked, revived and in flight per broker. Without -g: every group
+    (consuming -t, when given) with its total lag. A group no broker knows (a typo) is an error."""
     if group is None:
         _group_lags(namesrv, topic, json)
         return
@@ -367,6 +375,8 @@ def consumer_progress(
         ]
         if all(r[4] == "-" for r in rows):
             _check_group_known(admin, group)
+
+        pops = admin.pop_progress(group)  # a pop group's messages in flight
     if json:
         keys = ["topic", "broker", "queue", "broker_offset", "consumer_offset", "lag"]
         print_json([dict(zip(keys, r, strict=True)) for r in rows])
@@ -377,6 +387,12 @@ def consumer_progress(
         ["topic", "broker", "queue", "broker offset", "consumer offset", "lag"],
         rows,
     )
+    if pops:
+        print_table(
+            f"pop consumption of {group} (offsets advance when popped)",
+            ["broker", "popped", "acked", "revived", "in flight"],
+            [(p.broker_name, p.popped, p.acked, p.revived, p.in_flight) for p in pops],
+        )
 
 
 def _group_lags(namesrv: str, topic: str | None, json: bool) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from ferry.cli.credentials import client_options
 from ferry.protocol.errors import FerryError
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def _ask(ctx: typer.Context, incomplete: str, names: Callable[[Admin], Iterable[
     from ferry.client import Admin
 
     try:
-        with Admin(namesrv, timeout_ms=TIMEOUT_MS) as admin:
+        with Admin(namesrv, timeout_ms=TIMEOUT_MS, **client_options()) as admin:
             return sorted(n for n in set(names(admin)) if n.startswith(incomplete))
     except (FerryError, OSError, zmq.ZMQError):
         return []

@@ -15,13 +15,19 @@ import typer
 
 from ferry.cli import (
     admin,
+    admin_auth,  # noqa: F401  (registers its commands on admin.app)
     admin_broker,  # noqa: F401  (registers its commands on admin.app)
+    admin_consume,  # noqa: F401  (registers its commands on admin.app)
     admin_controller,  # noqa: F401  (registers its commands on admin.app)
     admin_groups,  # noqa: F401  (registers its commands on admin.app)
     admin_messages,  # noqa: F401  (registers its commands on admin.app)
+    admin_namesrv,  # noqa: F401  (registers its commands on admin.app)
     admin_scheduler,  # noqa: F401  (registers its commands on admin.app)
     admin_topics,  # noqa: F401  (registers its commands on admin.app)
+    admin_trace,  # noqa: F401  (registers its commands on admin.app)
+    credentials,
     dev,
+    keys,
     query,  # noqa: F401  (registers its commands on admin.app)
 )
 from ferry.cli.groups import CaseInsensitiveGroup
@@ -36,6 +42,7 @@ app = typer.Typer(
 )
 app.add_typer(dev.app, name="dev")
 app.add_typer(admin.app, name="admin")
+app.add_typer(keys.app, name="keys")
 app.command("serve")(serve)
 
 # the OTEL_* variables that ask for exported traces (as ferry.client.tracing_setup reads them)
@@ -56,11 +63,13 @@ def _trace_if_asked(service_name: str) -> None:
 
 
 def main() -> None:
+    sys.argv = credentials.lift(sys.argv)
     _trace_if_asked("ferry-cli")
     app()
 
 
 def mqadmin() -> None:
+    sys.argv = credentials.lift(sys.argv)
     _trace_if_asked("mqadmin")
     admin.app(prog_name="mqadmin")
 

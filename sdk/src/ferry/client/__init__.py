@@ -22,11 +22,14 @@ from ferry.client.message import (
     SendResult,
     SendStatus,
 )
+from ferry.client.message_selector import MessageSelector
 from ferry.client.producer import Producer
 from ferry.client.pull_consumer import PullConsumer
 from ferry.client.push_consumer import PushConsumer
 from ferry.client.queries import PullResult
+from ferry.client.request_reply import RequestCallback
 from ferry.client.selector import MessageQueueSelector, select_by_hash, select_random
+from ferry.client.simple_consumer import SimpleConsumer
 from ferry.client.tracing_setup import enable_tracing
 from ferry.client.transaction import (
     LocalTransactionState,
@@ -34,34 +37,44 @@ from ferry.client.transaction import (
     TransactionProducer,
     TransactionSendResult,
 )
+from ferry.protocol.auth import Credentials
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.errors import (
+    BadSignatureError,
     BrokerNotExistError,
     BrokerSystemError,
     ConnectionFailedError,
     FerryError,
     InvalidParameterError,
+    InvalidReceiptHandleError,
     MessageIllegalError,
+    NoCredentialsError,
     NoPermissionError,
     QueryNotFoundError,
+    ReplyTimeoutError,
     RequestTimeoutError,
     ServiceNotAvailableError,
     SubscriptionGroupNotExistError,
+    SubscriptionParseError,
     SystemBusyError,
     TopicExistAlreadyError,
     TopicNotExistError,
 )
+from ferry.protocol.sql_filter import SqlFilterError
 
 __all__ = [
     "Admin",
+    "BadSignatureError",
     "BrokerNotExistError",
     "BrokerSystemError",
     "ConnectionFailedError",
     "ConsumeFromWhere",
     "ConsumeResult",
     "ControllerAdmin",
+    "Credentials",
     "FerryError",
     "InvalidParameterError",
+    "InvalidReceiptHandleError",
     "LocalTransactionState",
     "Message",
     "MessageExt",
@@ -69,6 +82,8 @@ __all__ = [
     "MessageModel",
     "MessageQueue",
     "MessageQueueSelector",
+    "MessageSelector",
+    "NoCredentialsError",
     "NoPermissionError",
     "Producer",
     "PullConsumer",
@@ -76,11 +91,16 @@ __all__ = [
     "PullStatus",
     "PushConsumer",
     "QueryNotFoundError",
+    "ReplyTimeoutError",
+    "RequestCallback",
     "RequestTimeoutError",
     "SendResult",
     "SendStatus",
     "ServiceNotAvailableError",
+    "SimpleConsumer",
+    "SqlFilterError",
     "SubscriptionGroupNotExistError",
+    "SubscriptionParseError",
     "SystemBusyError",
     "TopicExistAlreadyError",
     "TopicNotExistError",

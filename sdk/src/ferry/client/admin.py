@@ -1,17 +1,21 @@
-"""Admin: the operations behind `ferry admin` (mqadmin): topics, routes, clusters, offsets."""
+"""Admin: the operations behind `ferry admin` (mqadmin): topics, routes, clusters, offsets;
+users and ACLs (ferry.client.auth_admin)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import TypeVar
 
-from ferry.client import admin_ops, consume_progress, queries
+from ferry.client import admin_ops, consume_progress, pop_progress, queries
+from ferry.client.auth_admin import AuthAdminMixin
 from ferry.client.consume_progress import GroupLag, QueueProgress
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.lifecycle import Lifecycle
 from ferry.client.message import MessageExt, MessageQueue
+from ferry.client.message_selector import Expression
 from ferry.client.route import parse_namesrv
 from ferry.client.transport import expect, wait
+from ferry.protocol.auth import Credentials
 from ferry.protocol.codes import Perm
 from ferry.protocol.errors import (
     BrokerNotExistError,
@@ -67,17 +71,30 @@ MASTER_ID = 0
 R = TypeVar("R", bound=Reply)
 
 
-class Admin(Lifecycle):
-    def __init__(self, namesrv: str, *, timeout_ms: int = 3000) -> None:
+class Admin(AuthAdminMixin, Lifecycle):
+    def __init__(
+        self,
+        namesrv: str,
+        *,
+        timeout_ms: int = 3000,
+        credentials: Credentials | None = None,
+        tls_server_key: str | None = None,
+    ) -> None:
         parse_namesrv(namesrv)
         self.namesrv = namesrv
+        self.credentials = credentials
+        self.tls_server_key = tls_server_key
         self._timeout_s = timeout_ms / 1000
         self._instance: ClientInstance | None = None
 
     def start(self) -> None:
         if self._instance is None:
             self._instance = ClientInstance(
-                self.namesrv, role="admin", api_timeout_s=self._timeout_s
+                self.namesrv,
+                role="admin",
+                api_timeout_s=self._timeout_s,
+                credentials=self.credentials,
+                tls_server_key=self.tls_server_key,
             )
 
     def shutdown(self) -> None:
@@ -281,6 +298,12 @@ class Admin(Lifecycle):
         check_group(group)
         return consume_progress.queue_progress(self, group, topic)
 
+    def pop_progress(self, group: str) -> list[pop_progress.PopProgress]:
+        """A pop group (SimpleConsumer) per broker: messages popped, acked, revived and in
+        flight, as the brokers' revive services count them; [] for a group never popped."""
+        check_group(group)
+        return pop_progress.pop_progress(self, group)
+
     def group_topics(self, group: str) -> list[str]:
         """The topics `group` consumes (its retry topic too), over every topic known."""
         check_group(group)
@@ -338,11 +361,14 @@ class Admin(Lifecycle):
         max_msgs: int = 32,
         *,
         group: str = queries.TOOLS_CONSUMER_GROUP,
+        expression: Expression = "*",
     ) -> queries.PullResult:
         """Up to max_msgs messages of `queue` from `offset` on, as `group`, with no consumer, no
-        offset commit and no waiting: for readers that keep their own offsets (Spark)."""
+        offset commit and no waiting: for readers that keep their own offsets (Spark). An
+        expression (tags, or MessageSelector.by_sql) has the broker skip what it does not
+        select: the offsets move past them all the same."""
         check_group(group)
-        return queries.pull(self, queue, offset, max_msgs, group)
+        return queries.pull(self, queue, offset, max_msgs, group, expression)
 
     def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
         """The first offset of `queue` stored at or after timestamp_ms."""

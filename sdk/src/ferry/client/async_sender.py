@@ -34,6 +34,7 @@ from typing import Any
 
 from ferry.client.instance import ClientInstance
 from ferry.client.message import PlainMessage, SendResult, encode_plain_batch
+from ferry.client.msg_id import MessageIdGenerator
 from ferry.client.outgoing import Outgoing, checked, each_result, send_request
 from ferry.client.publish import Publisher, Target
 from ferry.client.transport import Result, expect
@@ -298,6 +299,53 @@ class TopicAccumulator:
         return out
 
 
+def build_batch(
+    topic: str,
+    items: list[Item],
+    msg_ids: MessageIdGenerator,
+    born_host: bytes,
+    compress_over: int,
+) -> Outgoing:
+    """One request of a batch: plain messages encoded (ids made) now, in runs."""
+    if len(items) == 1 and isinstance(items[0], Outgoing):
+        return items[0]
+    ids: list[str] = []
+    payloads: list[bytes] = []
+    run: list[PlainMessage] = []
+    born = int(time.time() * 1000)
+
+    def encode_run() -> None:
+        run_ids = msg_ids.next_ids(len(run))
+        payloads.append(
+            encode_plain_batch(
+                topic,
+                run,
+                run_ids,
+                born_timestamp=born,
+                born_host=born_host,
+                compress_over=compress_over,
+            )
+        )
+        ids.extend(run_ids)
+        run.clear()
+
+    for item in items:
+        if isinstance(item, PlainMessage):
+            run.append(item)
+            continue
+        if run:
+            encode_run()
+        ids.extend(item.msg_ids)
+        payloads.append(item.payload)
+    if run:
+        encode_run()
+    first = items[0]
+    if isinstance(first, PlainMessage):
+        return Outgoing(topic, ids, b"".join(payloads), len(ids), "", "", None, True)
+    parent, state = first.traceparent, first.tracestate  # the envelope carries the first's
+    return Outgoing(topic, ids, b"".join(payloads), len(ids), parent, state, None, True)
+
+
 class AsyncSender:
     def __init__(
         self,
@@ -419,45 +467,8 @@ class AsyncSender:
     # ---- batches ----
 
     def _build(self, topic: str, items: list[Item]) -> Outgoing:
-        """One request of the batch: plain messages encoded (ids made) now, in runs."""
-        if len(items) == 1 and isinstance(items[0], Outgoing):
-            return items[0]
         inst = self._inst
-        ids: list[str] = []
-        payloads: list[bytes] = []
-        run: list[PlainMessage] = []
-        born = int(time.time() * 1000)
-
-        def encode_run() -> None:
-            run_ids = inst.msg_ids.next_ids(len(run))
-            payloads.append(
-                encode_plain_batch(
-                    topic,
-                    run,
-                    run_ids,
-                    born_timestamp=born,
-                    born_host=inst.born_host,
-                    compress_over=self._compress_over,
-                )
-            )
-            ids.extend(run_ids)
-            run.clear()
-
-        for item in items:
-            if isinstance(item, PlainMessage):
-                run.append(item)
-                continue
-            if run:
-                encode_run()
-            ids.extend(item.msg_ids)
-            payloads.append(item.payload)
-        if run:
-            encode_run()
-        first = items[0]
-        if isinstance(first, PlainMessage):
-            return Outgoing(topic, ids, b"".join(payloads), len(ids), "", "", None, True)
-        parent, state = first.traceparent, first.tracestate  # the envelope carries the first's
-        return Outgoing(topic, ids, b"".join(payloads), len(ids), parent, state, None, True)
+        return build_batch(topic, items, inst.msg_ids, inst.born_host, self._compress_over)
 
     def _send_batch(self, topic: str, batch: Batch, *, may_block: bool) -> None:
         items, outcome = batch.items, batch.outcome

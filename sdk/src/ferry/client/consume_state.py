@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ferry.client.message import MessageExt, MessageQueue, decode_records
+from ferry.client.message_selector import Expression, MessageSelector
 from ferry.client.process_queue import ProcessQueue
 from ferry.protocol.messages import OffsetEntry
 
@@ -21,8 +22,13 @@ log = logging.getLogger("ferry.client.consumer")
 ALL_TAGS = "*"
 
 
-def parse_tags(expression: str) -> frozenset[str] | None:
-    """ "*" (or empty) -> None, meaning every message; "TagA || TagB" -> {"TagA", "TagB"}."""
+def parse_tags(expression: Expression) -> frozenset[str] | None:
+    """ "*" (or empty) -> None, meaning every message; "TagA || TagB" -> {"TagA", "TagB"}.
+    An SQL92 selector -> None: the broker filtered exactly, nothing to check again."""
+    if isinstance(expression, MessageSelector):
+        if expression.is_sql:
+            return None
+        expression = expression.expression
     text = expression.strip()
     if not text or text == ALL_TAGS:
         return None
@@ -33,7 +39,7 @@ def parse_tags(expression: str) -> frozenset[str] | None:
 @dataclass(eq=False)
 class QueueState:
     queue: MessageQueue
-    expression: str = ALL_TAGS
+    expression: Expression = ALL_TAGS
     tags: frozenset[str] | None = None
     pull_offset: int = -1  # next offset to pull; -1 until the starting offset is known
     consume_offset: int = -1  # next offset after what poll() returned: what commit() sends
@@ -48,7 +54,7 @@ class QueueState:
     process: ProcessQueue | None = None  # the push consumer's messages of this queue
 
     @classmethod
-    def create(cls, queue: MessageQueue, expression: str = ALL_TAGS) -> QueueState:
+    def create(cls, queue: MessageQueue, expression: Expression = ALL_TAGS) -> QueueState:
         return cls(queue, expression, parse_tags(expression))
 
     def restart_at(self, offset: int) -> None:

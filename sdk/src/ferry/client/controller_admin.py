@@ -17,6 +17,7 @@ from typing import TypeVar
 from ferry.client.instance import not_started
 from ferry.client.lifecycle import Lifecycle
 from ferry.client.transport import ConnectionPool, expect
+from ferry.protocol.auth import Credentials
 from ferry.protocol.errors import FerryError, InvalidParameterError, RequestTimeoutError
 from ferry.protocol.messages import (
     AnyRequest,
@@ -48,14 +49,25 @@ def parse_controllers(text: str) -> list[str]:
 
 
 class ControllerAdmin(Lifecycle):
-    def __init__(self, controller_addr: str, *, timeout_ms: int = 3000) -> None:
+    def __init__(
+        self,
+        controller_addr: str,
+        *,
+        timeout_ms: int = 3000,
+        credentials: Credentials | None = None,
+        tls_server_key: str | None = None,
+    ) -> None:
         self.addrs = parse_controllers(controller_addr)
+        self.credentials = credentials
+        self.tls_server_key = tls_server_key
         self._timeout_s = timeout_ms / 1000
         self._pool: ConnectionPool | None = None
 
     def start(self) -> None:
         if self._pool is None:
-            self._pool = ConnectionPool()
+            self._pool = ConnectionPool(
+                credentials=self.credentials, tls_server_key=self.tls_server_key
+            )
 
     def shutdown(self) -> None:
         pool, self._pool = self._pool, None

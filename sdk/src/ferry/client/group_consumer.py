@@ -7,26 +7,31 @@ from __future__ import annotations
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+import msgspec
 from opentelemetry import trace
 
 from ferry.client.allocate import check_strategy
-from ferry.client.heartbeats import send_heartbeat, unregister
-from ferry.client.instance import ClientInstance
+from ferry.client.heartbeats import heartbeat_checked, masters_serving, send_heartbeat, unregister
+from ferry.client.instance import ClientInstance, not_started
 from ferry.client.lifecycle import Lifecycle
-from ferry.client.message import ConsumeFromWhere, MessageModel
+from ferry.client.message import ConsumeFromWhere, Message, MessageModel, SendResult
+from ferry.client.message_selector import Expression, as_selector, is_sql, subscription_data
 from ferry.client.offset_reset import on_reset_notice
 from ferry.client.offset_store import LocalOffsetStore, open_local_store
 from ferry.client.puller import PullConfig, Puller, PullSink
+from ferry.client.replier import send_reply
 from ferry.client.route import parse_namesrv
+from ferry.protocol.auth import Credentials
+from ferry.protocol.errors import FerryError
 from ferry.protocol.messages import (
     AnyReply,
     ConsumerData,
     HeartbeatRequest,
     UnregisterClientRequest,
 )
-from ferry.protocol.names import check_group
+from ferry.protocol.names import check_group, check_topic
 
 DEFAULT_TIMESTAMP_AGO_MS = 30 * 60_000  # CONSUME_FROM_TIMESTAMP default: half an hour ago
 
@@ -45,6 +50,8 @@ class GroupConsumer(Lifecycle):
         instance_name: str,
         offset_store_dir: str | None,
         tracer_provider: trace.TracerProvider | None,
+        credentials: Credentials | None,
+        tls_server_key: str | None = None,
     ) -> None:
         check_group(group)
         parse_namesrv(namesrv)
@@ -59,11 +66,23 @@ class GroupConsumer(Lifecycle):
         self._instance_name = instance_name
         self._offset_dir = offset_store_dir
         self._tracer_provider = tracer_provider
+        self._credentials = credentials
+        self._tls_server_key = tls_server_key
         self._lock = threading.Lock()
         self._rebalance_lock = threading.Lock()
-        self._subscriptions: dict[str, str] = {}
+        self._subscriptions: dict[str, Expression] = {}
         self._instance: ClientInstance | None = None
         self._puller: Puller | None = None
+
+    def _new_instance(self) -> ClientInstance:
+        """What start() builds: a consumer's connections, routes and timer thread."""
+        return ClientInstance(
+            self.namesrv,
+            role="consumer",
+            tracer_provider=self._tracer_provider,
+            credentials=self._credentials,
+            tls_server_key=self._tls_server_key,
+        )
 
     @property
     @abstractmethod
@@ -75,6 +94,59 @@ class GroupConsumer(Lifecycle):
 
     @abstractmethod
     def _consumer_data(self) -> ConsumerData: ...
+
+    def reply(
+        self,
+        request: Message,
+        body: bytes | bytearray | memoryview | str,
+        properties: Mapping[str, str] | None = None,
+        timeout_ms: int = 3000,
+    ) -> SendResult:
+        """Answers a message sent with Producer.request: the reply goes back to the
+        requester (replier.py). Callable from a push listener or after a poll."""
+        inst = self._instance
+        if inst is None:
+            raise not_started(f"consumer {self.group}")
+        return send_reply(inst, self.group, request, body, properties, timeout_ms / 1000)
+
+    def _subscribe(self, topic: str, expression: Expression) -> None:
+        """Adds (or replaces) a subscription; after start, an SQL92 one is first shown to the
+        brokers serving the topic, and raises if one refuses it (see _check_sql)."""
+        check_topic(topic)
+        selector = as_selector(expression)
+        inst = self._instance
+        if inst is not None and selector.is_sql:
+            self._check_sql(inst, {topic: selector})
+        with self._lock:
+            self._subscriptions[topic] = selector if selector.is_sql else selector.expression
+        self._changed()
+
+    def _check_sql(
+        self, inst: ClientInstance, extra: Mapping[str, Expression] | None = None
+    ) -> None:
+        """RocketMQ's checkClientInBroker: the group's subscriptions (with `extra`), when one
+        is SQL92, go in a heartbeat to the brokers serving the SQL92 topics, and a refusal
+        (enablePropertyFilter=false, a filter the broker cannot parse) raises here, instead
+        of leaving the consumer registered nowhere. Topics with no route yet are left to
+        their first pulls, which the broker refuses the same way."""
+        with self._lock:
+            subs = {**self._subscriptions, **(extra or {})}
+        topics = [t for t, e in subs.items() if is_sql(e)]
+        if not topics:
+            return
+        for topic in topics:
+            try:
+                inst.routes.get(topic)
+            except FerryError:
+                continue
+        data = self._consumer_data()
+        data = msgspec.structs.replace(
+            data,
+            subscriptions=[s for s in data.subscriptions if s.topic not in subs]
+            + [subscription_data(t, e) for t, e in sorted(subs.items())],
+        )
+        body = HeartbeatRequest(client_id=inst.client_id, consumers=[data])
+        heartbeat_checked(inst, masters_serving(inst, topics), body)
 
     def unsubscribe(self, topic: str) -> None:
         with self._lock:

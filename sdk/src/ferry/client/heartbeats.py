@@ -9,9 +9,10 @@ from concurrent.futures import Future
 
 import msgspec
 
-from ferry.client.instance import ClientInstance
+from ferry.client.instance import ClientIdentity, ClientInstance
 from ferry.client.transport import Result, wait
-from ferry.protocol.errors import FerryError
+from ferry.protocol.codes import ResponseCode
+from ferry.protocol.errors import FerryError, SubscriptionParseError
 from ferry.protocol.messages import HeartbeatRequest, UnregisterClientRequest
 
 log = logging.getLogger("ferry.client.heartbeats")
@@ -30,13 +31,39 @@ def log_failure(what: str) -> Callable[[Future[Result]], None]:
     return callback
 
 
+def stamped(body: HeartbeatRequest, who: ClientIdentity) -> HeartbeatRequest:
+    """The heartbeat with the client's address, language and version filled in."""
+    if body.language:
+        return body
+    return msgspec.structs.replace(
+        body, client_addr=who.ip, language=LANGUAGE, version=who.sdk_version
+    )
+
+
 def send_heartbeat(inst: ClientInstance, addr: str, body: HeartbeatRequest) -> None:
-    if not body.language:
-        body = msgspec.structs.replace(
-            body, client_addr=inst.ip, language=LANGUAGE, version=inst.sdk_version
-        )
+    body = stamped(body, inst)
     future = inst.connection(addr).submit(body, timeout_s=inst.api_timeout_s)
     future.add_done_callback(log_failure(f"heartbeat to {addr}"))
+
+
+def heartbeat_checked(inst: ClientInstance, addrs: Iterable[str], body: HeartbeatRequest) -> None:
+    """Sends the heartbeat to each broker and waits for them (RocketMQ's checkClientInBroker):
+    raises when one refuses its subscriptions (an SQL92 filter it does not take or cannot
+    parse). Other failures are left to the periodic heartbeats."""
+    body = stamped(body, inst)
+    futures = [
+        (addr, inst.connection(addr).submit(body, timeout_s=inst.api_timeout_s))
+        for addr in sorted(set(addrs))
+    ]
+    for addr, future in futures:
+        try:
+            wait(future, inst.api_timeout_s, addr)
+        except SubscriptionParseError:
+            raise
+        except FerryError as err:
+            if err.code == ResponseCode.SYSTEM_ERROR and not err.retriable:
+                raise  # enablePropertyFilter=false there
+            log.debug("heartbeat to %s failed: %s", addr, err)
 
 
 def masters_serving(inst: ClientInstance, topics: Iterable[str]) -> set[str]:

@@ -20,6 +20,7 @@ from ferry.client.timers import Ticker
 from ferry.client.tracing import Tracing
 from ferry.client.transport import Connection, ConnectionPool
 from ferry.protocol import record
+from ferry.protocol.auth import Credentials
 from ferry.protocol.errors import IllegalStateError
 from ferry.protocol.messages import AnyReply
 
@@ -37,7 +38,18 @@ def sdk_version() -> str:
         return ""
 
 
-class ClientInstance:
+class ClientIdentity:
+    """Who a client is: its IP, client id, born host and message ids (sync and asyncio)."""
+
+    def __init__(self, namesrv_addrs: list[str], role: str) -> None:
+        self.ip = local_ip(namesrv_addrs[0])
+        self.sdk_version = sdk_version()
+        self.client_id = f"{self.ip}@{os.getpid()}@{role}-{random.getrandbits(32):08x}"
+        self.born_host = record.pack_host(f"{self.ip}:0")
+        self.msg_ids = MessageIdGenerator(self.ip)
+
+
+class ClientInstance(ClientIdentity):
     def __init__(
         self,
         namesrv: str,
@@ -45,16 +57,16 @@ class ClientInstance:
         role: str,
         api_timeout_s: float = DEFAULT_API_TIMEOUT_S,
         tracer_provider: trace.TracerProvider | None = None,
+        credentials: Credentials | None = None,
+        tls_server_key: str | None = None,
     ) -> None:
         addrs = parse_namesrv(namesrv)
         self.api_timeout_s = api_timeout_s
-        self.ip = local_ip(addrs[0])
-        self.sdk_version = sdk_version()
-        self.client_id = f"{self.ip}@{os.getpid()}@{role}-{random.getrandbits(32):08x}"
-        self.born_host = record.pack_host(f"{self.ip}:0")
-        self.msg_ids = MessageIdGenerator(self.ip)
+        ClientIdentity.__init__(self, addrs, role)
         self._notice_listeners: list[Callable[[str, AnyReply], None]] = []
-        self.pool = ConnectionPool(on_notice=self._on_notice)
+        self.pool = ConnectionPool(
+            on_notice=self._on_notice, credentials=credentials, tls_server_key=tls_server_key
+        )
         self.routes = RouteCache(addrs, self.pool, api_timeout_s)
         self.tracing = Tracing(tracer_provider, self.client_id)
         self.ticker = Ticker(f"ferry-{role}-timer")

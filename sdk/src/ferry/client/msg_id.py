@@ -92,3 +92,22 @@ def local_ip(towards: str = "") -> str:
         return socket.gethostbyname(socket.gethostname())
     except OSError:
         return "127.0.0.1"
+
+
+def decode_msg_id(msg_id: str, now_ms: int | None = None) -> tuple[str, int, int]:
+    """(client IPv4, process id (low 16 bits), send time in ms) of a unique message id
+    (mqadmin DecodeMessageId). The id holds only the time since the start of a month: the
+    month taken is the current one, or the one before when that would lie in the future."""
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raw = b""
+    if len(raw) != MSG_ID_HEX_LEN // 2:
+        raise ValueError(f"{msg_id!r} is not a message id ({MSG_ID_HEX_LEN} hex digits)")
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    start, _ = month_start_ms(now)
+    sent = start + int.from_bytes(raw[10:14], "big")
+    if sent > now + 60_000:  # sent last month (a minute's leeway for clock skew)
+        start, _ = month_start_ms(start - 1)
+        sent = start + int.from_bytes(raw[10:14], "big")
+    return socket.inet_ntoa(raw[:4]), int.from_bytes(raw[4:6], "big"), sent

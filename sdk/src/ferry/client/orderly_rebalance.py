@@ -12,6 +12,7 @@ from collections.abc import Callable
 from ferry.client.consume_orderly import OrderlyConsumeService
 from ferry.client.instance import ClientInstance
 from ferry.client.message import MessageQueue
+from ferry.client.message_selector import Expression
 from ferry.client.puller import Puller
 from ferry.client.rebalance import lock_queues, unlock_queues
 
@@ -25,7 +26,7 @@ def move_orderly(
     group: str,
     puller: Puller,
     service: OrderlyConsumeService,
-    wanted: dict[MessageQueue, str],
+    wanted: dict[MessageQueue, Expression],
     keep_topics: set[str],
     commit: Callable[[], None],
 ) -> bool:

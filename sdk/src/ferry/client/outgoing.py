@@ -28,6 +28,7 @@ class Outgoing(NamedTuple):
     transactional: bool = False  # a transaction's half message (sent alone, never batched)
     delay_level: int = 0  # a delayed message (sent alone): the broker holds it until due
     deliver_at_ms: int = 0  # a timer message (sent alone): absolute delivery time
+    request_reply: bool = False  # a request (sent alone): the broker stamps where replies go
 
 
 def join(topic: str, parts: list[Outgoing]) -> Outgoing:
@@ -61,6 +62,7 @@ def send_request(
         delay_level=out.delay_level,
         deliver_at_ms=out.deliver_at_ms,
         msg_ids=",".join(out.msg_ids) if out.traceparent else "",
+        request_reply=out.request_reply,
     )
 
 

@@ -15,144 +15,48 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from opentelemetry import trace
-
-from ferry.client.async_sender import AsyncSender, BatchConfig
+from ferry.client.async_sender import AsyncSender
 from ferry.client.heartbeats import send_heartbeat, unregister
 from ferry.client.instance import ClientInstance, not_started
-from ferry.client.latency_fault import (
-    LATENCY_MAX_MS,
-    NOT_AVAILABLE_MS,
-    FaultConfig,
-    LatencyFaultTolerance,
-)
 from ferry.client.lifecycle import Lifecycle
-from ferry.client.message import (
-    Message,
-    MessageQueue,
-    SendResult,
-    encode_message,
-    encode_plain_batch,
-    encode_plain_message,
-    message_properties,
-    plain_message,
-    plain_messages,
-)
+from ferry.client.message import Message, MessageExt, MessageQueue, SendResult
 from ferry.client.outgoing import Outgoing, joined_result, send_request
-from ferry.client.publish import Publisher, Target
-from ferry.client.route import parse_namesrv
-from ferry.client.selector import Selector, choose
+from ferry.client.prepare import Preparer
+from ferry.client.producer_settings import ProducerSettings
+from ferry.client.publish import Publisher, Target, chosen_target
+from ferry.client.request_reply import DEFAULT_REQUEST_TIMEOUT_MS, RequestCallback
+from ferry.client.requester import Requester
+from ferry.client.selector import Selector
+from ferry.client.send_retry import SendRetries
 from ferry.client.transport import expect
-from ferry.protocol.errors import (
-    FerryError,
-    InvalidParameterError,
-    MessageIllegalError,
-    RequestTimeoutError,
-)
+from ferry.protocol.errors import FerryError
 from ferry.protocol.messages import HeartbeatRequest, SendMessageReply, UnregisterClientRequest
-from ferry.protocol.names import check_group, check_topic
-from ferry.protocol.record import PROPERTY_UNIQ_KEY as UNIQ_KEY
-from ferry.protocol.record import topic_tail
 
 log = logging.getLogger("ferry.client.producer")
 
-# RocketMQ 5's relative timer properties (the absolute one is Message.deliver_at_ms)
-PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
-PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 
-
-def relative_delay_ms(props: dict[str, str]) -> int:
-    """TIMER_DELAY_MS, or TIMER_DELAY_SEC x 1000, from a message's properties; 0 if neither."""
-    for key, scale in ((PROPERTY_TIMER_DELAY_MS, 1), (PROPERTY_TIMER_DELAY_SEC, 1000)):
-        value = props.get(key)
-        if value is not None:
-            text = str(value)
-            if not text.isdigit():
-                raise InvalidParameterError(f"{key} must be a whole number, not {text!r}")
-            return int(text) * scale
-    return 0
-
-
-MiB = 1024 * 1024
-COMPRESS_OVER = 4096  # compressMsgBodyOverHowmuch
-
-
-class Producer(Lifecycle):
+class Producer(ProducerSettings, Lifecycle):
     """Sends messages of one producer group. Thread-safe once started."""
 
-    def __init__(
-        self,
-        group: str,
-        namesrv: str,
-        *,
-        send_timeout_ms: int = 3000,
-        retry_times: int = 2,
-        max_message_size: int = 4 * MiB,
-        default_topic_queue_nums: int = 4,
-        heartbeat_interval_ms: int = 30_000,
-        poll_namesrv_interval_ms: int = 30_000,
-        auto_batch: bool = True,
-        batch_max_count: int = 256,
-        batch_max_bytes: int = 512 * 1024,
-        max_batches_in_flight: int = 4,
-        batch_linger_ms: float = 5,
-        compress_over: int = COMPRESS_OVER,
-        send_latency_fault_enable: bool = False,
-        latency_max_ms: tuple[int, ...] = LATENCY_MAX_MS,
-        not_available_duration_ms: tuple[int, ...] = NOT_AVAILABLE_MS,
-        tracer_provider: trace.TracerProvider | None = None,
-    ) -> None:
-        """auto_batch: send_async messages of a topic travel in batches of up to
-        batch_max_count messages / batch_max_bytes, max_batches_in_flight requests per topic at
-        a time; a partial batch waits at most batch_linger_ms while requests are in flight.
-        compress_over: bodies longer than this many bytes are compressed (-1: never).
-        send_latency_fault_enable: avoid brokers that were slow or failed, for the time
-        not_available_duration_ms[i] of the largest latency_max_ms[i] their latency reached
-        (a failure counts as 10 s)."""
-        check_group(group)
-        parse_namesrv(namesrv)
-        if retry_times < 0 or send_timeout_ms <= 0 or max_message_size <= 0:
-            raise InvalidParameterError("retry_times, send_timeout_ms, max_message_size")
-        if batch_max_count <= 0 or batch_max_bytes <= 0 or max_batches_in_flight <= 0:
-            raise InvalidParameterError(
-                "batch_max_count, batch_max_bytes, max_batches_in_flight must be positive"
-            )
-        if batch_linger_ms < 0:
-            raise InvalidParameterError("batch_linger_ms must be >= 0")
-        self.group = group
-        self.namesrv = namesrv
-        self.send_timeout_s = send_timeout_ms / 1000
-        self.retry_times = retry_times
-        self.max_message_size = max_message_size
-        self.default_topic_queue_nums = default_topic_queue_nums
-        self._heartbeat_s = heartbeat_interval_ms / 1000
-        self._poll_namesrv_s = poll_namesrv_interval_ms / 1000
-        self._tracer_provider = tracer_provider
-        self.compress_over = compress_over
-        self._faults = LatencyFaultTolerance(
-            FaultConfig(
-                send_latency_fault_enable, tuple(latency_max_ms), tuple(not_available_duration_ms)
-            )
-        )
-        self._batching = BatchConfig(
-            auto_batch,
-            batch_max_count,
-            min(batch_max_bytes, max_message_size),
-            max_batches_in_flight,
-            batch_linger_ms / 1000,
-        )
-        self._instance: ClientInstance | None = None
-        self._publisher: Publisher | None = None
-        self._async: AsyncSender | None = None
-        self._tail_lens: dict[str, int] = {}  # topics checked, and their record tails' sizes
+    _instance: ClientInstance | None = None
+    _publisher: Publisher | None = None
+    _async: AsyncSender | None = None
+    _requester: Requester | None = None
+    _preparer: Preparer | None = None
 
     # ---- lifecycle ----
 
     def start(self) -> None:
         if self._instance is not None:
             return
-        inst = ClientInstance(self.namesrv, role="producer", tracer_provider=self._tracer_provider)
-        self._publisher = Publisher(inst.routes, self.default_topic_queue_nums, self._faults)
+        inst = ClientInstance(
+            self.namesrv,
+            role="producer",
+            tracer_provider=self._tracer_provider,
+            credentials=self._credentials,
+            tls_server_key=self._tls_server_key,
+        )
+        self._publisher, self._preparer = self._sending_parts(inst.routes, inst, inst.tracing)
         self._async = AsyncSender(
             inst,
             self._publisher,
@@ -163,6 +67,7 @@ class Producer(Lifecycle):
             batching=self._batching,
             compress_over=self.compress_over,
         )
+        self._requester = Requester(inst, self._prepare, self._send_sync, self._async.submit)
         self._instance = inst
         inst.ticker.every(self._poll_namesrv_s, inst.routes.refresh_all)
         inst.ticker.every(self._heartbeat_s, self.heartbeat)
@@ -175,6 +80,8 @@ class Producer(Lifecycle):
             return
         if self._async is not None:
             self._async.close(self.send_timeout_s)
+        if self._requester is not None:
+            self._requester.close()
         self._instance = None
         body = UnregisterClientRequest(client_id=inst.client_id, producer_group=self.group)
         unregister(inst, body, inst.routes.master_addrs().values())
@@ -215,23 +122,12 @@ class Producer(Lifecycle):
         retriable failure is retried on the same queue (re-selected from a fresh route with
         a selector), never on another of the selector's choosing.
         """
-        if isinstance(to, int):  # send(msg, timeout_ms)
-            if isinstance(to, bool):
-                raise InvalidParameterError(f"send(msg, {to}): not a queue, selector or timeout")
-            to, timeout_ms = None, to
-        elif isinstance(to, MessageQueue) and isinstance(arg, int) and timeout_ms is None:
-            arg, timeout_ms = None, arg  # send(msg, queue, timeout_ms)
-        timeout_s = self.send_timeout_s
-        if timeout_ms is not None:
-            if timeout_ms <= 0:
-                raise InvalidParameterError(f"timeout_ms must be positive, not {timeout_ms}")
-            timeout_s = timeout_ms / 1000
-        if to is None:
+        where, arg, timeout_s = self._send_args(to, arg, timeout_ms)
+        if where is None:
             return self._send_sync(self._prepare_one(msg), timeout_s)
         out = self._prepare([msg])
-        where = to
         return self._send_sync(
-            out, timeout_s, lambda pub: self._chosen_target(pub, out.topic, msg, where, arg)
+            out, timeout_s, lambda pub: chosen_target(pub, out.topic, msg, where, arg)
         )
 
     def send_batch(self, msgs: Iterable[Message]) -> SendResult:
@@ -241,53 +137,11 @@ class Producer(Lifecycle):
         order (as RocketMQ); queue_offset is the first message's. The batch must stay within
         max_message_size and its messages must not be delayed.
         """
-        batch = list(msgs)
-        if not batch:
-            raise InvalidParameterError("send_batch needs at least one message")
-        out = self._prepare_plain_batch(batch)  # one topic, nothing delayed, checked in C
-        if out is None:
-            topic = batch[0].topic
-            for msg in batch:
-                if msg.topic != topic:
-                    raise InvalidParameterError("every message of a batch must have the same topic")
-                if msg.delay_level > 0 or msg.deliver_at_ms is not None:
-                    raise InvalidParameterError("batch messages cannot be delayed")
-            out = self._prepare(batch)
+        out = self._encoder().batch(msgs)
         return self._send_sync(out, self.send_timeout_s)
 
     def _prepare_plain_batch(self, batch: list[Message]) -> Outgoing | None:
-        """The batch encoded in one pass (ids from one block, no properties dicts) when every
-        message is plain (no properties of its own) and tracing is off; None otherwise. The
-        bytes are the same as _prepare's."""
-        inst = self._started()
-        if inst.tracing.enabled or len(batch) < 2:
-            return None
-        topic = batch[0].topic
-        plain = plain_messages(batch, topic, self._tail_len(topic))
-        if plain is None:
-            return None
-        ids = inst.msg_ids.next_ids(len(plain))
-        payload = encode_plain_batch(
-            topic,
-            plain,
-            ids,
-            born_timestamp=int(time.time() * 1000),
-            born_host=inst.born_host,
-            compress_over=self.compress_over,
-        )
-        if len(payload) > self.max_message_size:
-            raise MessageIllegalError(
-                f"batch is {len(payload)} bytes, over {self.max_message_size}"
-            )
-        return Outgoing(topic, ids, payload, len(plain), "", "", None, True)
-
-    def _tail_len(self, topic: str) -> int:
-        """Checks a topic's name once; the size of its name's part of a record."""
-        tail_len = self._tail_lens.get(topic)
-        if tail_len is None:
-            check_topic(topic)
-            tail_len = self._tail_lens[topic] = len(topic_tail(topic))
-        return tail_len
+        return self._encoder().plain_batch(batch)
 
     def send_async(self, msg: Message) -> Future[SendResult]:
         """Sends without waiting, retrying as send() does.
@@ -299,18 +153,12 @@ class Producer(Lifecycle):
         sender = self._async
         if sender is None:
             raise not_started(f"producer {self.group}")
-        inst = self._started()
-        if sender.batching and not inst.tracing.enabled:
-            topic = msg.topic
-            tail_len = self._tail_lens.get(topic) or self._tail_len(topic)
-            if len(msg.body) > self.max_message_size:
-                raise MessageIllegalError(
-                    f"message body is {len(msg.body)} bytes, over {self.max_message_size}"
-                )
-            plain = plain_message(msg, tail_len)
+        encoder = self._encoder()
+        if sender.batching:
+            plain = encoder.plain(msg)
             if plain is not None:  # encoded with its batch, as the batch leaves
-                return sender.submit_plain(topic, plain)
-        return sender.submit(self._prepare_one(msg))
+                return sender.submit_plain(msg.topic, plain)
+        return sender.submit(encoder.prepare_one(msg))
 
     def send_oneway(
         self, msg: Message, to: MessageQueue | Selector | None = None, arg: Any = None
@@ -322,7 +170,7 @@ class Producer(Lifecycle):
             if to is None:
                 target = publisher.next_target(out.topic)
             else:
-                target = self._chosen_target(publisher, out.topic, msg, to, arg)
+                target = chosen_target(publisher, out.topic, msg, to, arg)
             assert target is not None
             inst.connection(target.address).send_oneway(
                 send_request(self.group, out, target, self.default_topic_queue_nums),
@@ -349,18 +197,30 @@ class Producer(Lifecycle):
         inst.tracing.end(out.span, address=target.address, queue_id=target.queue.queue_id)
         return result
 
-    # ---- internals ----
+    # ---- request/reply (requester.py) ----
 
-    @staticmethod
-    def _chosen_target(
-        publisher: Publisher, topic: str, msg: Message, to: MessageQueue | Selector, arg: Any
-    ) -> Target:
-        queue = (
-            to
-            if isinstance(to, MessageQueue)
-            else choose(to, publisher.write_queues(topic), msg, arg)
-        )
-        return publisher.queue_target(topic, queue)
+    def request(self, msg: Message, timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> MessageExt:
+        """RocketMQ's request(): sends msg and returns the reply its consumer sends with
+        reply(); ReplyTimeoutError when none comes within timeout_ms."""
+        return self._requests().request(msg, timeout_ms)
+
+    def request_async(
+        self,
+        msg: Message,
+        callback: RequestCallback | None = None,
+        timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+    ) -> Future[MessageExt]:
+        """request() without waiting: the Future holds the reply or the error, and callback
+        (on_success(reply) / on_exception(error), as RocketMQ's RequestCallback) is called
+        with it on an SDK thread."""
+        return self._requests().request_async(msg, callback, timeout_ms)
+
+    def _requests(self) -> Requester:
+        self._started()
+        assert self._requester is not None
+        return self._requester
+
+    # ---- internals ----
 
     def _started(self) -> ClientInstance:
         inst = self._instance
@@ -373,103 +233,17 @@ class Producer(Lifecycle):
         assert self._publisher is not None
         return inst, self._publisher
 
+    def _encoder(self) -> Preparer:
+        self._started()
+        assert self._preparer is not None
+        return self._preparer
+
     def _prepare_one(self, msg: Message) -> Outgoing:
-        """_prepare for one message; without properties of its own, delay, timer or tracing
-        (the common send) it skips the properties dict and the general checks."""
-        inst = self._started()
-        if msg.properties or msg.delay_level > 0 or msg.deliver_at_ms is not None:
-            return self._prepare([msg])
-        if inst.tracing.enabled:
-            return self._prepare([msg])
-        topic = msg.topic
-        self._tail_len(topic)
-        if len(msg.body) > self.max_message_size:
-            raise MessageIllegalError(
-                f"message body is {len(msg.body)} bytes, over {self.max_message_size}"
-            )
-        msg_id = inst.msg_ids.next_id()
-        payload = encode_plain_message(
-            msg,
-            msg_id,
-            born_timestamp=int(time.time() * 1000),
-            born_host=inst.born_host,
-            compress_over=self.compress_over,
-        )
-        return Outgoing(topic, [msg_id], payload, 1, "", "", None, True)
+        return self._encoder().prepare_one(msg)
 
     def _prepare(self, msgs: Sequence[Message]) -> Outgoing:
-        """Validates and encodes; the span and trace context are created here."""
-        inst = self._started()
-        first = msgs[0]
-        topic = first.topic
-        self._tail_len(topic)  # checks the name once
-        single = len(msgs) == 1
-        if single and len(first.body) > self.max_message_size:
-            raise MessageIllegalError(
-                f"message body is {len(first.body)} bytes, over {self.max_message_size}"
-            )
-        # a msg id the caller set (UNIQ_KEY) is kept, as RocketMQ does: a resend of the same
-        # logical message then carries the same id, so consumers can spot the duplicate
-        ids = [msg.properties.get(UNIQ_KEY) or inst.msg_ids.next_id() for msg in msgs]
-        props = [message_properties(msg, msg_id) for msg, msg_id in zip(msgs, ids, strict=True)]
-        span = inst.tracing.start_send(topic, msgs, ids) if inst.tracing.enabled else None
-        traceparent = tracestate = ""
-        if span is not None:
-            for carrier in props:
-                inst.tracing.inject(span, carrier)
-            traceparent = props[0].get("traceparent", "")
-            tracestate = props[0].get("tracestate", "")
-        born = int(time.time() * 1000)
-        try:
-            if single:
-                payload = encode_message(
-                    first,
-                    props[0],
-                    born_timestamp=born,
-                    born_host=inst.born_host,
-                    compress_over=self.compress_over,
-                )
-            else:
-                payload = b"".join(
-                    encode_message(
-                        msg,
-                        p,
-                        born_timestamp=born,
-                        born_host=inst.born_host,
-                        compress_over=self.compress_over,
-                    )
-                    for msg, p in zip(msgs, props, strict=True)
-                )
-                if len(payload) > self.max_message_size:
-                    raise MessageIllegalError(
-                        f"batch is {len(payload)} bytes, over {self.max_message_size}"
-                    )
-        except FerryError as err:
-            inst.tracing.end(span, err)
-            raise
-        batchable = all(m.delay_level <= 0 and m.deliver_at_ms is None for m in msgs)
-        deliver_at_ms = first.deliver_at_ms or 0
-        if single and batchable and first.properties:
-            relative = relative_delay_ms(first.properties)
-            if relative > 0:  # RocketMQ 5's TIMER_DELAY_MS / TIMER_DELAY_SEC: a timer message
-                batchable = False
-                deliver_at_ms = born + relative
-        if batchable:
-            return Outgoing(
-                topic, ids, payload, len(msgs), traceparent, tracestate, span, batchable
-            )
-        return Outgoing(
-            topic,
-            ids,
-            payload,
-            len(msgs),
-            traceparent,
-            tracestate,
-            span,
-            batchable,
-            delay_level=max(first.delay_level, 0),
-            deliver_at_ms=deliver_at_ms,
-        )
+        """Validates and encodes (prepare.Preparer); the span and trace context are made here."""
+        return self._encoder().prepare(msgs)
 
     def _attempt(self, out: Outgoing, target: Target, timeout_s: float) -> SendResult:
         inst = self._started()
@@ -500,36 +274,26 @@ class Producer(Lifecycle):
         failed; or to the `chosen` queue (a given queue, or a selector's pick from a fresh
         route after a failure), never elsewhere."""
         inst, publisher = self._parts()
-        deadline = time.monotonic() + timeout_s
-        avoid: str | None = None
-        last_error: FerryError | None = None
+        retries = SendRetries(out.topic, self.retry_times, timeout_s)
         target: Target | None
-        for attempt in range(1 + self.retry_times):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
+        for remaining in retries:
             target = None
             try:
                 if chosen is None:
-                    target = publisher.next_target(out.topic, avoid)
+                    target = publisher.next_target(out.topic, retries.avoid)
                 else:
                     target = chosen(publisher)
                 assert target is not None
                 result = self._attempt(out, target, remaining)
             except FerryError as err:
-                last_error = err
-                if not err.retriable:
-                    break
-                log.debug("send to %s failed (attempt %d): %s", out.topic, attempt + 1, err)
-                publisher.failed(out.topic)
-                if target is not None:
-                    avoid = target.queue.broker_name
-                continue
+                if retries.failed(err, publisher, target):
+                    continue
+                break
             except Exception as err:  # a selector's own failure
                 inst.tracing.end(out.span, err)
                 raise
             inst.tracing.end(out.span, address=target.address, queue_id=target.queue.queue_id)
             return result
-        final = last_error or RequestTimeoutError(f"send to {out.topic} timed out")
+        final = retries.final_error()
         inst.tracing.end(out.span, final)
         raise final

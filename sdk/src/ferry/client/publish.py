@@ -9,10 +9,12 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 from ferry.client.latency_fault import LatencyFaultTolerance
-from ferry.client.message import MessageQueue
-from ferry.client.route import RouteCache, TopicRoute
+from ferry.client.message import Message, MessageQueue
+from ferry.client.route import RouteTable, TopicRoute
+from ferry.client.selector import Selector, choose
 from ferry.protocol.errors import BrokerNotExistError, InvalidParameterError, TopicNotExistError
 from ferry.protocol.names import AUTO_CREATE_TOPIC_KEY
 
@@ -69,6 +71,15 @@ def select_available(
     return next(q for q in queues[start % count :] + queues if q.broker_name == soonest)
 
 
+def no_route_error(topic: str) -> TopicNotExistError:
+    """A send to a topic no broker serves, where none may create it either."""
+    return TopicNotExistError(
+        f"topic {topic!r} does not exist and no broker allows auto-creation "
+        f"({AUTO_CREATE_TOPIC_KEY} has no route)",
+        retriable=False,
+    )
+
+
 def fallback_route(topic: str, default: TopicRoute, queue_nums: int) -> TopicRoute:
     """The route of an unknown topic, drawn from TBW102: at most `queue_nums` queues per
     broker, as the broker will create it."""
@@ -85,7 +96,7 @@ class Publisher:
 
     def __init__(
         self,
-        routes: RouteCache,
+        routes: RouteTable,
         default_topic_queue_nums: int,
         faults: LatencyFaultTolerance | None = None,
     ) -> None:
@@ -111,16 +122,16 @@ class Publisher:
             try:
                 default = self._routes.get(AUTO_CREATE_TOPIC_KEY)
             except TopicNotExistError:
-                raise TopicNotExistError(
-                    f"topic {topic!r} does not exist and no broker allows auto-creation "
-                    f"({AUTO_CREATE_TOPIC_KEY} has no route)",
-                    retriable=False,
-                ) from None
-            route = fallback_route(topic, default, self._queue_nums)
-            self._fallbacks[topic] = (time.monotonic() + FALLBACK_TTL_S, route)
-            return route, AUTO_CREATE_TOPIC_KEY
+                raise no_route_error(topic) from None
+            return self.use_fallback(topic, default), AUTO_CREATE_TOPIC_KEY
         self._fallbacks.pop(topic, None)
         return route, ""
+
+    def use_fallback(self, topic: str, default: TopicRoute) -> TopicRoute:
+        """`topic` has no route: send through TBW102's (`default`) for FALLBACK_TTL_S."""
+        route = fallback_route(topic, default, self._queue_nums)
+        self._fallbacks[topic] = (time.monotonic() + FALLBACK_TTL_S, route)
+        return route
 
     def _writable(self, topic: str) -> tuple[TopicRoute, str]:
         found = self.route(topic)
@@ -182,3 +193,13 @@ def _check_writable(topic: str, found: tuple[TopicRoute, str]) -> tuple[TopicRou
     if not found[0].write_queues:
         raise TopicNotExistError(f"topic {topic!r} has no writable queue", retriable=True)
     return found
+
+
+def chosen_target(
+    publisher: Publisher, topic: str, msg: Message, to: MessageQueue | Selector, arg: Any
+) -> Target:
+    """The target of a send to a given queue, or to the queue a selector picks with `arg`."""
+    queue = (
+        to if isinstance(to, MessageQueue) else choose(to, publisher.write_queues(topic), msg, arg)
+    )
+    return publisher.queue_target(topic, queue)

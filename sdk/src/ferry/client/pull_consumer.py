@@ -20,9 +20,11 @@ from ferry.client.group_consumer import GroupConsumer
 from ferry.client.heartbeats import masters_serving, send_heartbeat
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.message import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue
+from ferry.client.message_selector import Expression, subscription_data
 from ferry.client.puller import OffsetRequest, Puller
 from ferry.client.rebalance import assignment
 from ferry.client.transport import expect
+from ferry.protocol.auth import Credentials
 from ferry.protocol.errors import (
     BrokerNotExistError,
     FerryError,
@@ -39,7 +41,6 @@ from ferry.protocol.messages import (
     HeartbeatRequest,
     OffsetReply,
     QueryConsumerOffsetRequest,
-    SubscriptionData,
 )
 from ferry.protocol.names import check_topic
 
@@ -75,6 +76,8 @@ class PullConsumer(GroupConsumer):
         instance_name: str = "DEFAULT",
         offset_store_dir: str | None = None,
         tracer_provider: trace.TracerProvider | None = None,
+        credentials: Credentials | None = None,
+        tls_server_key: str | None = None,
     ) -> None:
         """consume_from applies only to a group with no offset for a queue; TIMESTAMP starts at
         consume_timestamp_ms (default: 30 minutes before start()). BROADCASTING consumers keep
@@ -91,6 +94,8 @@ class PullConsumer(GroupConsumer):
             instance_name=instance_name,
             offset_store_dir=offset_store_dir,
             tracer_provider=tracer_provider,
+            credentials=credentials,
+            tls_server_key=tls_server_key,
         )
         if pull_batch_size <= 0 or max_poll_messages <= 0 or suspend_ms < 0:
             raise InvalidParameterError("pull_batch_size, max_poll_messages, suspend_ms")
@@ -119,7 +124,12 @@ class PullConsumer(GroupConsumer):
     def start(self) -> None:
         if self._instance is not None:
             return
-        inst = ClientInstance(self.namesrv, role="consumer", tracer_provider=self._tracer_provider)
+        inst = self._new_instance()
+        try:
+            self._check_sql(inst)
+        except BaseException:
+            inst.close()
+            raise
         cond = threading.Condition(threading.RLock())
         self._sink = PollSink(cond, self._threshold)
         self._puller = self._new_puller(inst, self._sink, cond)
@@ -156,15 +166,15 @@ class PullConsumer(GroupConsumer):
 
     # ---- what to consume ----
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: Expression = "*") -> None:
         """Consume every read queue of `topic` whose messages match the tag expression
-        ("*", "TagA", "TagA || TagB")."""
-        check_topic(topic)
+        ("*", "TagA", "TagA || TagB"), or that a MessageSelector selects (by_sql: the
+        brokers need enablePropertyFilter=true; a broker that refuses the filter makes
+        this, or start(), raise)."""
         with self._lock:
             if self._assigned is not None:
                 raise InvalidParameterError("subscribe() and assign() cannot be mixed")
-            self._subscriptions[topic] = expression
-        self._changed()
+        self._subscribe(topic, expression)
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
         """Consume exactly these queues, all tags (no group rebalancing)."""
@@ -351,7 +361,7 @@ class PullConsumer(GroupConsumer):
 
     def _consumer_data(self) -> ConsumerData:
         with self._lock:
-            topics = dict(self._subscriptions)
+            topics: dict[str, Expression] = dict(self._subscriptions)
             for queue in self._assigned or {}:
                 topics.setdefault(queue.topic, "*")
         return ConsumerData(
@@ -359,7 +369,7 @@ class PullConsumer(GroupConsumer):
             consume_type="PULL",
             message_model=self.message_model.value,
             consume_from=self.consume_from.value,
-            subscriptions=[SubscriptionData(t, e) for t, e in sorted(topics.items())],
+            subscriptions=[subscription_data(t, e) for t, e in sorted(topics.items())],
         )
 
     def _broker_addrs(self) -> set[str]:

@@ -31,11 +31,13 @@ from ferry.client.consume_state import (
 )
 from ferry.client.instance import ClientInstance
 from ferry.client.message import ConsumeFromWhere, MessageQueue
+from ferry.client.message_selector import Expression, wire_expression
 from ferry.client.offset_commit import OffsetCommitter
 from ferry.client.offset_store import LocalOffsetStore
 from ferry.client.transport import Result, expect
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.errors import (
+    SECURITY_REFUSALS,
     BrokerNotExistError,
     FerryError,
     InvalidParameterError,
@@ -117,6 +119,7 @@ class Puller:
         self._states: dict[MessageQueue, QueueState] = {}
         self._revoked: list[QueueState] = []  # offsets still to commit
         self._paused: set[MessageQueue] = set()
+        self._refused: set[tuple[MessageQueue, int]] = set()  # security refusals said
         self._closed = False
 
     # ---- assignment ----
@@ -137,8 +140,10 @@ class Puller:
         with self.cond:
             return self._states.get(queue)
 
-    def assign(self, wanted: dict[MessageQueue, str], keep_topics: set[str]) -> list[QueueState]:
-        """Pulls exactly the `wanted` queues (with their tag expressions); queues of
+    def assign(
+        self, wanted: Mapping[MessageQueue, Expression], keep_topics: set[str]
+    ) -> list[QueueState]:
+        """Pulls exactly the `wanted` queues (with their expressions); queues of
         `keep_topics` stay even if not wanted (their route is unknown for now). Returns the
         states dropped (their offsets are committed by the next commit())."""
         added: list[QueueState] = []
@@ -294,6 +299,7 @@ class Puller:
                 self._backoff(state, gen, BrokerNotExistError(f"no broker for {state.queue}"))
                 return
             q = state.queue
+            expression_type, expression = wire_expression(state.expression)
             commit = -1
             # a slave keeps commits too while its master is gone (and hands them over)
             if (
@@ -309,7 +315,8 @@ class Puller:
                 queue_offset=state.pull_offset,
                 max_msgs=config.batch_size,
                 suspend_ms=config.suspend_ms,
-                expression=state.expression,
+                expression=expression,
+                expression_type=expression_type,
                 commit_offset=commit,
             )
             state.in_flight = True
@@ -378,7 +385,12 @@ class Puller:
     def _backoff(self, state: QueueState, gen: int, err: FerryError) -> None:
         if self._closed:
             return
-        log.info("%s: %s; retrying in %.0fs", state.queue, err, PULL_BACKOFF_S)
+        if isinstance(err, SECURITY_REFUSALS) and (state.queue, err.code) not in self._refused:
+            # the cluster's security refuses this consumer: said once per queue, loudly
+            self._refused.add((state.queue, err.code))
+            log.warning("%s: %s; retrying every %.0fs", state.queue, err, PULL_BACKOFF_S)
+        else:
+            log.info("%s: %s; retrying in %.0fs", state.queue, err, PULL_BACKOFF_S)
         self._inst.ticker.later(PULL_BACKOFF_S, lambda: self._recover(state, gen))
 
     def _recover(self, state: QueueState, gen: int) -> None:

@@ -26,18 +26,19 @@ from ferry.client.group_consumer import GroupConsumer
 from ferry.client.heartbeats import masters_serving
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.message import ConsumeFromWhere, MessageModel, MessageQueue
+from ferry.client.message_selector import Expression, subscription_data
 from ferry.client.orderly_rebalance import move_orderly, renew_locks
 from ferry.client.puller import Puller
 from ferry.client.rebalance import assignment, unlock_queues
 from ferry.client.work_loops import CHECK_INTERVAL_S
+from ferry.protocol.auth import Credentials
 from ferry.protocol.errors import IllegalStateError, InvalidParameterError
 from ferry.protocol.messages import (
     AnyReply,
     ConsumerData,
     ConsumerIdsChangedNotice,
-    SubscriptionData,
 )
-from ferry.protocol.names import check_topic, retry_topic
+from ferry.protocol.names import retry_topic
 
 log = logging.getLogger("ferry.client.consumer")
 
@@ -77,6 +78,8 @@ class PushConsumer(GroupConsumer):
         instance_name: str = "DEFAULT",
         offset_store_dir: str | None = None,
         tracer_provider: trace.TracerProvider | None = None,
+        credentials: Credentials | None = None,
+        tls_server_key: str | None = None,
     ) -> None:
         """consume_from applies only to a group with no offset for a queue; TIMESTAMP starts
         at consume_timestamp_ms (default: 30 minutes before start()). max_reconsume_times -1
@@ -94,6 +97,8 @@ class PushConsumer(GroupConsumer):
             instance_name=instance_name,
             offset_store_dir=offset_store_dir,
             tracer_provider=tracer_provider,
+            credentials=credentials,
+            tls_server_key=tls_server_key,
         )
         positive = {
             "consume_thread_nums": consume_thread_nums,
@@ -146,12 +151,11 @@ class PushConsumer(GroupConsumer):
 
     # ---- configuration ----
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume `topic`'s messages whose tag matches ("*", "TagA", "TagA || TagB")."""
-        check_topic(topic)
-        with self._lock:
-            self._subscriptions[topic] = expression
-        self._changed()
+    def subscribe(self, topic: str, expression: Expression = "*") -> None:
+        """Consume `topic`'s messages whose tag matches ("*", "TagA", "TagA || TagB"), or
+        that a MessageSelector selects (by_sql: the brokers need enablePropertyFilter=true;
+        a broker that refuses the filter makes this, or start(), raise)."""
+        self._subscribe(topic, expression)
 
     def register_listener(self, listener: Listener, *, orderly: bool = False) -> None:
         """listener(msgs) -> ConsumeResult. Concurrent: SUCCESS or RECONSUME_LATER; orderly:
@@ -172,7 +176,12 @@ class PushConsumer(GroupConsumer):
             return
         if self._listener is None:
             raise IllegalStateError("register a listener before start()")
-        inst = ClientInstance(self.namesrv, role="consumer", tracer_provider=self._tracer_provider)
+        inst = self._new_instance()
+        try:
+            self._check_sql(inst)
+        except BaseException:
+            inst.close()
+            raise
         cond = threading.Condition(threading.RLock())
         service_cls = OrderlyConsumeService if self._orderly else ConcurrentConsumeService
         service = service_cls(inst, self._consume, self._listener, cond)
@@ -227,7 +236,7 @@ class PushConsumer(GroupConsumer):
 
     # ---- rebalancing ----
 
-    def _all_subscriptions(self) -> dict[str, str]:
+    def _all_subscriptions(self) -> dict[str, Expression]:
         with self._lock:
             subs = dict(self._subscriptions)
         if self.model is MessageModel.CLUSTERING and subs:
@@ -314,7 +323,7 @@ class PushConsumer(GroupConsumer):
             message_model=self.model.value,
             consume_from=self.consume_from.value,
             subscriptions=[
-                SubscriptionData(t, e) for t, e in sorted(self._all_subscriptions().items())
+                subscription_data(t, e) for t, e in sorted(self._all_subscriptions().items())
             ],
         )
 

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ferry.client.consume_state import parse_tags
 from ferry.client.message import MessageExt, MessageQueue, decode_message
+from ferry.client.message_selector import Expression, wire_expression
 from ferry.client.transport import Result, expect, wait
 from ferry.protocol import record
 from ferry.protocol.codes import PullStatus
@@ -49,10 +51,15 @@ PRINT_BATCH = 256
 MASTER_ID = 0
 
 
-def _records(payload: list[Any], broker_name: str) -> list[MessageExt]:
+def _records(
+    payload: list[Any], broker_name: str, tags: frozenset[str] | None = None
+) -> list[MessageExt]:
+    """The pulled records; with tags, only those whose tag is one of them (the broker
+    filtered by tag hash, which can collide)."""
     if not payload:
         return []
-    return [decode_message(r, broker_name) for r in record.iter_records(bytes(payload[0]))]
+    msgs = [decode_message(r, broker_name) for r in record.iter_records(bytes(payload[0]))]
+    return msgs if tags is None else [m for m in msgs if m.tags in tags]
 
 
 def _newest_first(msgs: list[MessageExt]) -> list[MessageExt]:
@@ -211,14 +218,18 @@ def _pull(
     offset: int,
     max_msgs: int,
     group: str = TOOLS_CONSUMER_GROUP,
+    expression: Expression = "*",
 ) -> tuple[Any, list[Any]]:
     inst = admin._started()
+    expression_type, text = wire_expression(expression)
     body = PullMessageRequest(
         consumer_group=group,
         topic=queue.topic,
         queue_id=queue.queue_id,
         queue_offset=offset,
         max_msgs=max_msgs,
+        expression=text,
+        expression_type=expression_type,
     )
     result = inst.connection(admin._queue_addr(queue)).request(body, timeout_s=inst.api_timeout_s)
     return expect(result, PullMessageReply), result[1]
@@ -244,13 +255,16 @@ def pull(
     offset: int,
     max_msgs: int = 32,
     group: str = TOOLS_CONSUMER_GROUP,
+    expression: Expression = "*",
 ) -> PullResult:
-    """The messages of `queue` from `offset` on (at most max_msgs), without long polling."""
+    """The messages of `queue` from `offset` on (at most max_msgs), without long polling;
+    with an expression, only those it selects (NO_MATCHED_MSG: none up to next_begin_offset)."""
     if offset < 0 or max_msgs <= 0:
         raise InvalidParameterError(f"bad pull of {queue}: offset {offset}, max {max_msgs}")
-    reply, payload = _pull(admin, queue, offset, max_msgs, group)
+    reply, payload = _pull(admin, queue, offset, max_msgs, group, expression)
     status = PullStatus(reply.status)
-    msgs = _records(payload, queue.broker_name) if status == PullStatus.FOUND else []
+    tags = parse_tags(expression)
+    msgs = _records(payload, queue.broker_name, tags) if status == PullStatus.FOUND else []
     return PullResult(status, reply.next_begin_offset, reply.min_offset, reply.max_offset, msgs)
 
 

@@ -5,16 +5,17 @@ hold on the brokers (LOCK_BATCH_MQ / UNLOCK_BATCH_MQ)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from typing import NamedTuple
 
 from ferry.client.allocate import allocate
 from ferry.client.instance import ClientInstance
 from ferry.client.message import MessageQueue
+from ferry.client.message_selector import Expression
 from ferry.client.route import TopicRoute
 from ferry.client.transport import Result, expect, wait
-from ferry.protocol.errors import BrokerNotExistError, FerryError
+from ferry.protocol.errors import SECURITY_REFUSALS, BrokerNotExistError, FerryError
 from ferry.protocol.messages import (
     ConsumerListReply,
     GetConsumerListByGroupRequest,
@@ -38,9 +39,22 @@ def consumer_ids(inst: ClientInstance, group: str, route: TopicRoute) -> list[st
         try:
             result = inst.connection(addr).request(body, timeout_s=inst.api_timeout_s)
             return sorted(expect(result, ConsumerListReply).client_ids)
+        except SECURITY_REFUSALS as err:
+            # the cluster's security refuses this consumer: it would consume nothing, silently
+            _refused_once(group, addr, err)
         except FerryError as err:
             log.info("members of %s not known from %s: %s", group, addr, err)
     return None
+
+
+_said: set[tuple[str, str, int]] = set()
+
+
+def _refused_once(group: str, addr: str, err: FerryError) -> None:
+    key = (group, addr, err.code)
+    if key not in _said:
+        _said.add(key)
+        log.warning("group %s gets no queues from %s: %s", group, addr, err)
 
 
 def by_broker(queues: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
@@ -93,10 +107,10 @@ def unlock_queues(inst: ClientInstance, group: str, queues: Iterable[MessageQueu
 
 
 class Assignment(NamedTuple):
-    """What a rebalance wants: queue -> tag expression; topics whose queues stay as they are
+    """What a rebalance wants: queue -> expression; topics whose queues stay as they are
     (no route or no member list yet); whether to try again soon."""
 
-    wanted: dict[MessageQueue, str]
+    wanted: dict[MessageQueue, Expression]
     keep_topics: set[str]
     retry_soon: bool
 
@@ -104,13 +118,13 @@ class Assignment(NamedTuple):
 def assignment(
     inst: ClientInstance,
     group: str,
-    subscriptions: dict[str, str],
+    subscriptions: Mapping[str, Expression],
     *,
     broadcasting: bool,
     strategy: str,
 ) -> Assignment:
     """The queues this member should consume now (may block: routes, member lists)."""
-    wanted: dict[MessageQueue, str] = {}
+    wanted: dict[MessageQueue, Expression] = {}
     keep: set[str] = set()
     retry_soon = False
     for topic, expression in subscriptions.items():

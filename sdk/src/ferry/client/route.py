@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ferry.client.message import MessageQueue
-from ferry.client.transport import ConnectionPool, expect
+from ferry.client.transport import ConnectionPool, Result, expect
 from ferry.protocol.codes import Perm
 from ferry.protocol.errors import (
     ConnectionFailedError,
     FerryError,
+    IllegalStateError,
     InvalidParameterError,
     TopicNotExistError,
 )
@@ -85,13 +86,13 @@ class TopicRoute:
         return addrs.get(MASTER_ID) or addrs[min(addrs)]
 
 
-class RouteCache:
-    """Routes by topic, fetched from the name servers; safe to use from any thread."""
+class RouteTable:
+    """Routes by topic and the name servers' rotation, without I/O: RouteCache asks the name
+    servers over the blocking transport, ferry.client.aio over zmq.asyncio, both filling this.
+    Safe to use from any thread."""
 
-    def __init__(self, namesrv_addrs: list[str], pool: ConnectionPool, timeout_s: float) -> None:
+    def __init__(self, namesrv_addrs: list[str]) -> None:
         self.namesrv_addrs = namesrv_addrs
-        self._pool = pool
-        self._timeout_s = timeout_s
         self._routes: dict[str, TopicRoute] = {}
         self._stale: set[str] = set()
         self._good = 0  # index of the name server that answered last
@@ -101,33 +102,43 @@ class RouteCache:
 
     # ---- name servers ----
 
-    def namesrv_request(self, body: AnyRequest, cls: type[R]) -> R:
-        """Asks the name servers in turn, starting with the last one that answered. When none
-        answers, one error says so (nothing is logged: the caller reports it, once); a failure
-        followed by another name server's answer is logged."""
+    def namesrv_order(self) -> list[tuple[int, str]]:
+        """(index, address) of the name servers in the order to ask them: the one that
+        answered last first."""
         count = len(self.namesrv_addrs)
-        errors: list[tuple[str, FerryError]] = []
-        start = self._good
-        for i in range(count):
-            index = (start + i) % count
-            addr = self.namesrv_addrs[index]
-            try:
-                result = self._pool.get(addr).request(body, timeout_s=self._timeout_s)
-            except TopicNotExistError:
-                self._good = index
-                raise
-            except FerryError as err:
-                if not err.retriable:
-                    raise
-                errors.append((addr, err))
-                continue
-            self._good = index
-            for failed, error in errors:
-                log.warning("name server %s failed, %s answered: %s", failed, addr, error)
-            return expect(result, cls)
-        raise self._none_answered(errors)
+        return [
+            ((self._good + i) % count, self.namesrv_addrs[(self._good + i) % count])
+            for i in range(count)
+        ]
 
-    def _none_answered(self, errors: list[tuple[str, FerryError]]) -> FerryError:
+    def answered(self, index: int, errors: list[tuple[str, FerryError]]) -> None:
+        """Name server `index` answered, after `errors` of those asked before it."""
+        self._good = index
+        addr = self.namesrv_addrs[index]
+        for failed, error in errors:
+            log.warning("name server %s failed, %s answered: %s", failed, addr, error)
+
+    def namesrv_outcome(
+        self,
+        index: int,
+        outcome: Result | FerryError,
+        errors: list[tuple[str, FerryError]],
+        cls: type[R],
+    ) -> R | None:
+        """What name server `index` answered: its reply; None when the next one should be
+        asked (the failure is kept in `errors`); raised when no other would answer better."""
+        if isinstance(outcome, FerryError):
+            if isinstance(outcome, TopicNotExistError):
+                self._good = index
+                raise outcome
+            if not outcome.retriable:
+                raise outcome
+            errors.append((self.namesrv_addrs[index], outcome))
+            return None
+        self.answered(index, errors)
+        return expect(outcome, cls)
+
+    def none_answered(self, errors: list[tuple[str, FerryError]]) -> FerryError:
         """The error of a request no name server answered: refusals said as one plain error
         naming the name servers (in the `name server X: ...` form the Admin's errors use)."""
         refused = all(
@@ -149,6 +160,11 @@ class RouteCache:
             return self.fetch(topic)
         return route
 
+    def fetch(self, topic: str) -> TopicRoute:
+        """Asks the name servers now (RouteCache). A table filled from outside has no way to:
+        its owner fetches before it reads."""
+        raise IllegalStateError(f"the route of {topic!r} has not been fetched")
+
     def cached(self, topic: str) -> TopicRoute | None:
         return self._routes.get(topic)
 
@@ -158,16 +174,9 @@ class RouteCache:
             return None
         return self._routes.get(topic)
 
-    def fetch(self, topic: str) -> TopicRoute:
-        """Asks the name servers now; TopicNotExistError when no broker serves the topic."""
-        try:
-            reply = self.namesrv_request(GetRouteInfoRequest(topic=topic), RouteInfoReply)
-        except TopicNotExistError:
-            with self._lock:
-                self._routes.pop(topic, None)
-                self._stale.discard(topic)
-            raise
-        route = TopicRoute.from_data(topic, reply.route)
+    def learn(self, topic: str, data: TopicRouteData) -> TopicRoute:
+        """Keeps the route a name server gave; tells listeners of masters seen first."""
+        route = TopicRoute.from_data(topic, data)
         with self._lock:
             self._routes[topic] = route
             self._stale.discard(topic)
@@ -177,6 +186,12 @@ class RouteCache:
             for listener in self._listeners:
                 listener(addr)
         return route
+
+    def forget(self, topic: str) -> None:
+        """No broker serves the topic any more."""
+        with self._lock:
+            self._routes.pop(topic, None)
+            self._stale.discard(topic)
 
     def on_new_master(self, listener: Callable[[str], None]) -> None:
         """listener(address) runs (in the fetching thread) for each broker master seen first;
@@ -188,16 +203,6 @@ class RouteCache:
         with self._lock:
             if topic in self._routes:
                 self._stale.add(topic)
-
-    def refresh_all(self) -> None:
-        """Periodic refresh; a failure keeps the old route."""
-        for topic in list(self._routes):
-            try:
-                self.fetch(topic)
-            except TopicNotExistError:
-                log.info("topic %s has no route any more", topic)
-            except FerryError as err:
-                log.warning("route refresh of %s failed: %s", topic, err)
 
     def topics(self) -> list[str]:
         return list(self._routes)
@@ -223,3 +228,47 @@ class RouteCache:
                 if addr:
                     return addr
         return None
+
+
+class RouteCache(RouteTable):
+    """A RouteTable that asks the name servers itself, over the blocking transport."""
+
+    def __init__(self, namesrv_addrs: list[str], pool: ConnectionPool, timeout_s: float) -> None:
+        super().__init__(namesrv_addrs)
+        self._pool = pool
+        self._timeout_s = timeout_s
+
+    def namesrv_request(self, body: AnyRequest, cls: type[R]) -> R:
+        """Asks the name servers in turn, starting with the last one that answered. When none
+        answers, one error says so (nothing is logged: the caller reports it, once); a failure
+        followed by another name server's answer is logged."""
+        errors: list[tuple[str, FerryError]] = []
+        for index, addr in self.namesrv_order():
+            outcome: Result | FerryError
+            try:
+                outcome = self._pool.get(addr).request(body, timeout_s=self._timeout_s)
+            except FerryError as err:
+                outcome = err
+            reply = self.namesrv_outcome(index, outcome, errors, cls)
+            if reply is not None:
+                return reply
+        raise self.none_answered(errors)
+
+    def fetch(self, topic: str) -> TopicRoute:
+        """Asks the name servers now; TopicNotExistError when no broker serves the topic."""
+        try:
+            reply = self.namesrv_request(GetRouteInfoRequest(topic=topic), RouteInfoReply)
+        except TopicNotExistError:
+            self.forget(topic)
+            raise
+        return self.learn(topic, reply.route)
+
+    def refresh_all(self) -> None:
+        """Periodic refresh; a failure keeps the old route."""
+        for topic in list(self._routes):
+            try:
+                self.fetch(topic)
+            except TopicNotExistError:
+                log.info("topic %s has no route any more", topic)
+            except FerryError as err:
+                log.warning("route refresh of %s failed: %s", topic, err)

@@ -160,17 +160,44 @@ class Tracing:
                 "messaging.rocketmq.client_group": group,
                 "messaging.rocketmq.transaction.resolution": resolution,
             }
-            if self._client_id:
-                attributes["messaging.client.id"] = self._client_id
-            return self._tracer.start_span(
-                operation,
-                context=propagate.extract(carrier) if "traceparent" in carrier else None,
-                kind=SpanKind.CLIENT,
-                attributes=attributes,
-            )
+            return self._in_trace_of(carrier, operation, SpanKind.CLIENT, attributes)
         except Exception:  # noqa: BLE001 - _failed logs it, once
             _failed("transaction span")
             return None
+
+    def start_reply(
+        self, topic: str, msg_id: str, correlation_id: str, request: Mapping[str, str]
+    ) -> trace.Span | None:
+        """A PRODUCER span `send {topic}` for a reply, in the trace of its request (whose
+        context `request`, its properties, holds); end it with end()."""
+        if not self.enabled:
+            return None
+        try:
+            attributes: dict[str, str] = {
+                "messaging.system": SYSTEM,
+                "messaging.destination.name": topic,
+                "messaging.operation.name": "send",
+                "messaging.operation.type": "send",
+                "messaging.message.id": msg_id,
+                "messaging.message.conversation_id": correlation_id,
+            }
+            return self._in_trace_of(request, f"send {topic}", SpanKind.PRODUCER, attributes)
+        except Exception:  # noqa: BLE001 - _failed logs it, once
+            _failed("reply span")
+            return None
+
+    def _in_trace_of(
+        self, carrier: Mapping[str, str], name: str, kind: SpanKind, attributes: dict[str, str]
+    ) -> trace.Span:
+        """A span in the trace whose context a message's properties (`carrier`) hold."""
+        if self._client_id:
+            attributes["messaging.client.id"] = self._client_id
+        return self._tracer.start_span(
+            name,
+            context=propagate.extract(carrier) if "traceparent" in carrier else None,
+            kind=kind,
+            attributes=attributes,
+        )
 
     # ---- consumer ----
 

@@ -20,9 +20,9 @@ from typing import Any, Protocol
 from opentelemetry.trace import Span
 
 from ferry.client.heartbeats import log_failure
-from ferry.client.instance import ClientInstance
 from ferry.client.message import Message, MessageExt, MessageQueue, SendResult, decode_message
 from ferry.client.producer import Producer
+from ferry.client.tracing import Tracing
 from ferry.protocol import record
 from ferry.protocol.codes import SendStatus, TransactionResolution
 from ferry.protocol.errors import FerryError, InvalidParameterError
@@ -143,26 +143,12 @@ class TransactionProducer(Producer):
         (the broker checks later); the broker not taking the end is logged, not raised: the
         check settles it.
         """
-        if msg.delay_level > 0 or msg.deliver_at_ms is not None:
-            raise InvalidParameterError("transaction messages cannot be delayed")
-        half = Message(
-            msg.topic,
-            msg.body,
-            msg.tags,
-            msg.keys,
-            {
-                **msg.properties,
-                record.PROPERTY_TRAN_MSG: "true",
-                record.PROPERTY_PGROUP: self.group,
-            },
-        )
-        out = self._prepare([half])._replace(batchable=False, transactional=True)
+        out = self._prepare([half_message(msg, self.group)])
+        out = out._replace(batchable=False, transactional=True)
         sent = self._send_sync(out, self.send_timeout_s)
         if sent.status is SendStatus.SEND_OK:
             try:
-                state = self.listener.execute_local_transaction(msg, arg)
-                if not isinstance(state, LocalTransactionState):
-                    raise TypeError(f"listener returned {state!r}, not a LocalTransactionState")
+                state = local_state(self.listener.execute_local_transaction(msg, arg))
             except Exception:
                 log.exception("local transaction of %s failed; its state is UNKNOWN", sent.msg_id)
                 state = LocalTransactionState.UNKNOWN
@@ -170,48 +156,26 @@ class TransactionProducer(Producer):
             # stored, but not as safely as asked: RocketMQ rolls such a half message back
             state = LocalTransactionState.ROLLBACK
         self._end(sent, state, {"traceparent": out.traceparent, "tracestate": out.tracestate})
-        return TransactionSendResult(
-            sent.status,
-            sent.msg_id,
-            sent.offset_msg_id,
-            sent.queue,
-            sent.queue_offset,
-            state,
-        )
+        return transaction_result(sent, state)
 
     def _end(
         self, sent: SendResult, state: LocalTransactionState, trace_carrier: dict[str, str]
     ) -> None:
         inst = self._started()
-        addr = inst.routes.addr_of(sent.queue.broker_name)
-        if addr is None:
-            log.warning("no address for broker %s: the check will settle it", sent.queue)
+        call = end_call(self.group, sent, state, trace_carrier, inst.routes, inst.tracing)
+        if call is None:
             return
-        _, phys_offset = record.decode_offset_msg_id(sent.offset_msg_id)
-        body = EndTransactionRequest(
-            producer_group=self.group,
-            commit_log_offset=phys_offset,
-            resolution=state.resolution,
-            tran_state_table_offset=sent.queue_offset,
-            msg_id=sent.msg_id,
-            transaction_id=sent.msg_id,
-        )
-        span = inst.tracing.start_transaction(
-            "end_transaction", self.group, sent.msg_id, state.name, trace_carrier
-        )
-        traceparent, tracestate = _context_of(inst, span)
         error: FerryError | None = None
         try:
-            inst.connection(addr).request(
-                body,
+            inst.connection(call.addr).request(
+                call.body,
                 timeout_s=min(END_TIMEOUT_S, self.send_timeout_s),
-                traceparent=traceparent,
-                tracestate=tracestate,
+                traceparent=call.traceparent,
+                tracestate=call.tracestate,
             )
         except FerryError as err:
             error = err
-            log.warning("end of transaction %s not taken by %s: %s", sent.msg_id, addr, err)
-        inst.tracing.end(span, error, address=addr)
+        call.finish(inst.tracing, error)
 
     # ---- checks from the broker ----
 
@@ -238,25 +202,15 @@ class TransactionProducer(Producer):
             log.warning("check for %s has an unreadable message: %s", notice.msg_id, exc)
             return
         try:
-            state = self.listener.check_local_transaction(msg)
-            if not isinstance(state, LocalTransactionState):
-                raise TypeError(f"listener returned {state!r}, not a LocalTransactionState")
+            state = local_state(self.listener.check_local_transaction(msg))
         except Exception:
             log.exception("checking transaction %s failed; answering UNKNOWN", notice.msg_id)
             state = LocalTransactionState.UNKNOWN
-        body = EndTransactionRequest(
-            producer_group=self.group,
-            commit_log_offset=notice.commit_log_offset,
-            resolution=state.resolution,
-            tran_state_table_offset=notice.tran_state_table_offset,
-            msg_id=notice.msg_id,
-            transaction_id=notice.transaction_id,
-            from_transaction_check=True,
-        )
+        body = check_answer(self.group, notice, msg, state)
         span = inst.tracing.start_transaction(
             "check_transaction_state", self.group, notice.msg_id, state.name, msg.properties
         )
-        traceparent, tracestate = _context_of(inst, span)
+        traceparent, tracestate = trace_context(inst.tracing, span)
         future: Future[Any] = inst.connection(address).submit(
             body, timeout_s=END_TIMEOUT_S, traceparent=traceparent, tracestate=tracestate
         )
@@ -264,15 +218,108 @@ class TransactionProducer(Producer):
         inst.tracing.end(span, address=address)
 
 
-def _context_of(inst: ClientInstance, span: Span | None) -> tuple[str, str]:
+def half_message(msg: Message, group: str) -> Message:
+    """The half message that stands for `msg` until its transaction ends."""
+    if msg.delay_level > 0 or msg.deliver_at_ms is not None:
+        raise InvalidParameterError("transaction messages cannot be delayed")
+    props = {**msg.properties, record.PROPERTY_TRAN_MSG: "true", record.PROPERTY_PGROUP: group}
+    return Message(msg.topic, msg.body, msg.tags, msg.keys, props)
+
+
+def local_state(state: object) -> LocalTransactionState:
+    """What a listener returned, refused when it is not a LocalTransactionState."""
+    if not isinstance(state, LocalTransactionState):
+        raise TypeError(f"listener returned {state!r}, not a LocalTransactionState")
+    return state
+
+
+def transaction_result(sent: SendResult, state: LocalTransactionState) -> TransactionSendResult:
+    return TransactionSendResult(
+        sent.status, sent.msg_id, sent.offset_msg_id, sent.queue, sent.queue_offset, state
+    )
+
+
+def end_request(
+    group: str, sent: SendResult, state: LocalTransactionState
+) -> EndTransactionRequest:
+    """The end of the transaction of the half message `sent`."""
+    _, phys_offset = record.decode_offset_msg_id(sent.offset_msg_id)
+    return EndTransactionRequest(
+        producer_group=group,
+        commit_log_offset=phys_offset,
+        resolution=state.resolution,
+        tran_state_table_offset=sent.queue_offset,
+        msg_id=sent.msg_id,
+        transaction_id=sent.msg_id,
+        topic=sent.queue.topic,
+    )
+
+
+def check_answer(
+    group: str, notice: CheckTransactionStateNotice, msg: MessageExt, state: LocalTransactionState
+) -> EndTransactionRequest:
+    """The answer to a broker's check of a half message."""
+    return EndTransactionRequest(
+        producer_group=group,
+        commit_log_offset=notice.commit_log_offset,
+        resolution=state.resolution,
+        tran_state_table_offset=notice.tran_state_table_offset,
+        msg_id=notice.msg_id,
+        transaction_id=notice.transaction_id,
+        from_transaction_check=True,
+        topic=msg.topic,
+    )
+
+
+@dataclass(frozen=True)
+class EndCall:
+    """An END_TRANSACTION to send: where, what, and the span around it."""
+
+    addr: str
+    body: EndTransactionRequest
+    span: Span | None
+    traceparent: str
+    tracestate: str
+
+    def finish(self, tracing: Tracing, error: FerryError | None) -> None:
+        if error is not None:
+            log.warning(
+                "end of transaction %s not taken by %s: %s", self.body.msg_id, self.addr, error
+            )
+        tracing.end(self.span, error, address=self.addr)
+
+
+def end_call(
+    group: str,
+    sent: SendResult,
+    state: LocalTransactionState,
+    carrier: dict[str, str],
+    routes: _BrokerAddrs,
+    tracing: Tracing,
+) -> EndCall | None:
+    """The end of the transaction of `sent`; None (logged) when its broker is unknown."""
+    addr = routes.addr_of(sent.queue.broker_name)
+    if addr is None:
+        log.warning("no address for broker %s: the check will settle it", sent.queue)
+        return None
+    span = tracing.start_transaction("end_transaction", group, sent.msg_id, state.name, carrier)
+    traceparent, tracestate = trace_context(tracing, span)
+    return EndCall(addr, end_request(group, sent, state), span, traceparent, tracestate)
+
+
+def trace_context(tracing: Tracing, span: Span | None) -> tuple[str, str]:
     """(traceparent, tracestate) that make `span` the parent of a request."""
     carrier: dict[str, str] = {}
-    inst.tracing.inject(span, carrier)
+    tracing.inject(span, carrier)
     return carrier.get("traceparent", ""), carrier.get("tracestate", "")
 
 
 class _BrokerNames(Protocol):
     def master_addrs(self) -> dict[str, str]: ...
+
+
+class _BrokerAddrs(Protocol):
+    def addr_of(self, broker_name: str, *, read: bool = False) -> str | None: ...
 
 
 def checked_message(

@@ -46,6 +46,8 @@ import msgspec
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from ferry.protocol.auth import Credentials
+from ferry.protocol.curve import CurveClient, client_for
 from ferry.protocol.errors import (
     ConnectionFailedError,
     FerryError,
@@ -89,6 +91,78 @@ DIRECT_SLICE_MS = 50
 def endpoint_of(address: str) -> str:
     """ "host:port" -> "tcp://host:port"; full ZeroMQ endpoints pass through."""
     return address if "://" in address else f"tcp://{address}"
+
+
+# a peer that speaks CURVE to a plain client, or with another key (ZMQ_EVENT_HANDSHAKE_*)
+HANDSHAKE_FAILED = (
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+)
+
+
+# what a client's monitor watches on its DEALER
+MONITOR_EVENTS = (
+    zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED | HANDSHAKE_FAILED
+)
+
+
+def setup_dealer(sock: zmq.Socket[Any], curve: CurveClient | None) -> None:
+    """A client's DEALER to a broker or name server (the sync and the asyncio transport's)."""
+    sock.linger = 0
+    sock.sndhwm = SEND_HWM
+    # Replies are never dropped on our side: a full receive queue would push back through
+    # TCP to the peer's ROUTER, which drops what passes its own high-water mark, and the
+    # request would then wait out its timeout (seen with 5,000 requests in flight).
+    sock.rcvhwm = 0
+    sock.immediate = True  # queue only on completed connections
+    if curve is not None:
+        curve.apply(sock)
+
+
+def down_error(address: str, mismatch: bool, refused: bool, curve: bool) -> ConnectionFailedError:
+    """Why a request cannot go now, said once and plainly (callers add who the peer is)."""
+    if mismatch:
+        return ConnectionFailedError(
+            f"{address} did not complete the security handshake: the cluster has "
+            "tlsEnable (give tls_server_key, its server.key) or the key is not its key"
+            if not curve
+            else f"{address} did not complete the CURVE handshake: is tls_server_key "
+            "this cluster's server.key, and does it have tlsEnable?"
+        )
+    if refused:
+        return ConnectionFailedError(f"connection refused: nothing answers at {address}")
+    return ConnectionFailedError(f"connection to {address} was lost")
+
+
+def decode_reply(
+    codec: RequestCodec, frames: list[Any], address: str
+) -> tuple[ReplyEnvelope, Payload] | None:
+    """A reply's envelope and payload frames; None (logged) when it does not decode."""
+    if frames and not frames[0]:
+        frames = frames[1:]
+    try:
+        return codec.decode_reply(frames)
+    except FrameError as exc:
+        log.warning("undecodable reply from %s: %s", address, exc.error)
+        return None
+
+
+def reply_error(body: AnyReply) -> FerryError | None:
+    """The typed error an ErrorReply stands for; None for any other reply."""
+    if isinstance(body, ErrorReply):
+        return error_for(body.code, body.message, body.retriable)
+    return None
+
+
+def hand_notice(on_notice: NoticeCallback | None, address: str, body: AnyReply) -> None:
+    """A notice (a reply with id 0) to the client's callback; its failure is only logged."""
+    if on_notice is None:
+        return
+    try:
+        on_notice(address, body)
+    except Exception:
+        log.exception("notice handler failed for %s from %s", type(body).__name__, address)
 
 
 class _Submission(NamedTuple):
@@ -152,12 +226,23 @@ class _Waker:
 class _Direct:
     """A blocking client for direct requests, used by one thread at a time (its lock held)."""
 
-    def __init__(self, ctx: zmq.Context[Any], address: str) -> None:
+    def __init__(
+        self,
+        ctx: zmq.Context[Any],
+        address: str,
+        credentials: Credentials | None,
+        curve: CurveClient | None,
+    ) -> None:
         self.lock = threading.Lock()
         self.open = True
         # immediate: a send fails at once (zmq.Again) until the peer is connected
         self.client = BlockingClient(
-            endpoint_of(address), ctx, immediate=True, slice_ms=DIRECT_SLICE_MS
+            endpoint_of(address),
+            ctx,
+            immediate=True,
+            slice_ms=DIRECT_SLICE_MS,
+            credentials=credentials,
+            curve=curve,
         )
         self.client.connect()  # connecting starts now, not on the first request
 
@@ -191,11 +276,16 @@ class Connection:
         *,
         context: zmq.Context[Any] | None = None,
         on_notice: NoticeCallback | None = None,
+        credentials: Credentials | None = None,
+        curve: CurveClient | None = None,
     ) -> None:
         self.address = address
+        self._credentials = credentials
+        self._curve = curve
         self._on_notice = on_notice
         self._down = False  # the peer went away and ZeroMQ has not reconnected yet (I/O thread)
         self._refused = False  # ... and the last connection attempt failed (I/O thread)
+        self._mismatch = False  # ... and its security handshake failed (I/O thread)
         self._own_context = context is None
         self._ctx: zmq.Context[Any] = zmq.Context() if context is None else context
         self._queue: collections.deque[_Submission] = collections.deque()
@@ -322,7 +412,7 @@ class Connection:
                 direct = self._direct_free.pop()
             elif len(self._direct_all) < MAX_DIRECT:
                 try:
-                    direct = _Direct(self._ctx, self.address)
+                    direct = _Direct(self._ctx, self.address, self._credentials, self._curve)
                 except zmq.ZMQError as exc:
                     log.debug("no direct socket to %s: %s", self.address, exc)
                     return None
@@ -417,21 +507,13 @@ class Connection:
 
     def _run(self) -> None:
         sock: zmq.Socket[Any] = self._ctx.socket(zmq.DEALER)
-        sock.linger = 0
-        sock.sndhwm = SEND_HWM
-        # Replies are never dropped on our side: a full receive queue would push back through
-        # TCP to the peer's ROUTER, which drops what passes its own high-water mark, and the
-        # request would then wait out its timeout (seen with 5,000 requests in flight).
-        sock.rcvhwm = 0
-        sock.immediate = True  # queue only on completed connections
-        codec = RequestCodec()
+        setup_dealer(sock, self._curve)
+        codec = RequestCodec(self._credentials)
         ids = itertools.count(1)
         poller = zmq.Poller()
         # ZeroMQ reconnects silently; the monitor tells us the peer went away, so that requests
         # it will never answer fail now rather than at their deadline.
-        monitor = sock.get_monitor_socket(
-            zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED
-        )
+        monitor = sock.get_monitor_socket(MONITOR_EVENTS)
         try:
             sock.connect(endpoint_of(self.address))
             poller.register(sock, POLLIN)
@@ -522,13 +604,10 @@ class Connection:
             frames: list[Any] | None = recv_ready(sock)
             if frames is None:
                 return
-            if frames and not frames[0]:
-                frames = frames[1:]
-            try:
-                env, payload = codec.decode_reply(frames)
-            except FrameError as exc:
-                log.warning("undecodable reply from %s: %s", self.address, exc.error)
+            decoded = decode_reply(codec, frames, self.address)
+            if decoded is None:
                 continue
+            env, payload = decoded
             if env.id == 0:
                 self._notice(env.body)
                 continue
@@ -536,26 +615,24 @@ class Connection:
             if entry is None:
                 continue  # timed out already
             future = entry[0]
-            body = env.body
-            if isinstance(body, ErrorReply):
-                self._fail(future, error_for(body.code, body.message, body.retriable))
+            error = reply_error(env.body)
+            if error is not None:
+                self._fail(future, error)
             else:
                 with contextlib.suppress(InvalidStateError):  # cancelled by its caller
-                    future.set_result((body, payload))
+                    future.set_result((env.body, payload))
 
     def _notice(self, body: AnyReply) -> None:
-        if self._on_notice is None:
-            return
-        try:
-            self._on_notice(self.address, body)
-        except Exception:
-            log.exception("notice handler failed for %s from %s", type(body).__name__, self.address)
+        hand_notice(self._on_notice, self.address, body)
 
     def _on_monitor(self, monitor: zmq.Socket[Any]) -> None:
         while int(monitor.get(EVENTS)) & POLLIN:
             event = cast(dict[str, Any], recv_monitor_message(monitor, NOBLOCK))
             if event["event"] == zmq.EVENT_CONNECTED:
                 self._down = self._refused = False
+                continue
+            if event["event"] & HANDSHAKE_FAILED:
+                self._down = self._mismatch = True
                 continue
             self._down = True  # disconnected, or a connection attempt failed
             if event["event"] != zmq.EVENT_DISCONNECTED:
@@ -572,10 +649,7 @@ class Connection:
                     self._fail(future, err)
 
     def _down_error(self) -> ConnectionFailedError:
-        """Why a request cannot go now, said once and plainly (callers add who the peer is)."""
-        if self._refused:
-            return ConnectionFailedError(f"connection refused: nothing answers at {self.address}")
-        return ConnectionFailedError(f"connection to {self.address} was lost")
+        return down_error(self.address, self._mismatch, self._refused, self._curve is not None)
 
     def _expire(self, now: float) -> None:
         heap, pending = self._deadlines, self._pending
@@ -649,9 +723,17 @@ def expect(result: Result, cls: type[R]) -> R:
 class ConnectionPool:
     """Connections by address, sharing one ZeroMQ context; one pool per client."""
 
-    def __init__(self, on_notice: NoticeCallback | None = None) -> None:
+    def __init__(
+        self,
+        on_notice: NoticeCallback | None = None,
+        credentials: Credentials | None = None,
+        tls_server_key: str | None = None,
+    ) -> None:
         self._ctx: zmq.Context[Any] = zmq.Context()
         self._on_notice = on_notice
+        self.credentials = credentials
+        # tlsEnable: CURVE to servers with this public key (a key file or the key itself)
+        self._curve = client_for(tls_server_key) if tls_server_key else None
         self._lock = threading.Lock()
         self._conns: dict[str, Connection] = {}
         self._closed = False
@@ -667,7 +749,13 @@ class ConnectionPool:
             if conn is None or conn.closed:
                 if conn is not None:
                     conn.close()
-                conn = Connection(address, context=self._ctx, on_notice=self._on_notice)
+                conn = Connection(
+                    address,
+                    context=self._ctx,
+                    on_notice=self._on_notice,
+                    credentials=self.credentials,
+                    curve=self._curve,
+                )
                 self._conns[address] = conn
             return conn
 

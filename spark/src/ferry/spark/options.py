@@ -7,10 +7,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ferry.client.route import parse_namesrv
+from ferry.protocol.auth import Credentials
 from ferry.protocol.errors import InvalidParameterError
 from ferry.protocol.names import check_group, check_topic
+from ferry.protocol.sql_filter import check_sql
 
 NAMESRV = "ferry.namesrv"
+FILTER = "ferry.filter"  # an SQL92 filter the brokers apply (enablePropertyFilter=true)
+ACCESS_KEY = "ferry.accessKey"
+SECRET_KEY = "ferry.secretKey"  # noqa: S105 - an option's name, not a secret
+TLS_SERVER_KEY = "ferry.tlsServerKey"  # with tlsEnable: the cluster's server.key (or the key)
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 DEFAULT_READ_GROUP = "ferry-spark"  # the group reads pull as when no `group` is given
 DEFAULT_WRITE_GROUP = "ferry-spark-writer"
@@ -43,6 +49,17 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     raise InvalidParameterError(f"option {name} must be true or false, not {raw!r}")
 
 
+def _credentials(options: Mapping[str, str]) -> Credentials | None:
+    """ferry.accessKey / ferry.secretKey: both or neither (authentication on). They travel to
+    the executors with the options, as Kafka's SASL settings do."""
+    access, secret = options.get(ACCESS_KEY) or "", options.get(SECRET_KEY) or ""
+    if not access and not secret:
+        return None
+    if not access or not secret:
+        raise InvalidParameterError(f"give both {ACCESS_KEY} and {SECRET_KEY}, or neither")
+    return Credentials(access, secret)
+
+
 def _namesrv(options: Mapping[str, str]) -> str:
     namesrv = options.get(NAMESRV) or DEFAULT_NAMESRV
     parse_namesrv(namesrv)
@@ -62,6 +79,9 @@ class ReadOptions:
     min_partitions: int
     pull_batch: int
     timeout_ms: int
+    credentials: Credentials | None = None
+    tls_server_key: str | None = None
+    sql_filter: str | None = None  # rows only of the messages it selects
 
     @property
     def pull_group(self) -> str:
@@ -88,6 +108,9 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     if ending.lower() == "earliest":
         raise InvalidParameterError("endingOffsets cannot be earliest")
     max_per_trigger = options.get("maxOffsetsPerTrigger")
+    sql_filter = options.get(FILTER) or None
+    if sql_filter is not None:
+        check_sql(sql_filter)  # a bad one fails the query here, naming where it is wrong
     return ReadOptions(
         namesrv=_namesrv(options),
         topics=topics,
@@ -100,6 +123,9 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         min_partitions=_int(options, "minPartitions", 1),
         pull_batch=_int(options, "ferry.pullBatchSize", DEFAULT_PULL_BATCH),
         timeout_ms=_int(options, "ferry.timeoutMs", DEFAULT_TIMEOUT_MS),
+        credentials=_credentials(options),
+        tls_server_key=options.get(TLS_SERVER_KEY) or None,
+        sql_filter=sql_filter,
     )
 
 
@@ -110,6 +136,8 @@ class WriteOptions:
     group: str
     timeout_ms: int
     write_id: str  # part of every message's deterministic msg id (see writer.py)
+    credentials: Credentials | None = None
+    tls_server_key: str | None = None
 
 
 def write_options(options: Mapping[str, str], write_id: str) -> WriteOptions:
@@ -124,4 +152,6 @@ def write_options(options: Mapping[str, str], write_id: str) -> WriteOptions:
         group=group,
         timeout_ms=_int(options, "ferry.timeoutMs", DEFAULT_TIMEOUT_MS),
         write_id=options.get("ferry.writeId") or write_id,
+        credentials=_credentials(options),
+        tls_server_key=options.get(TLS_SERVER_KEY) or None,
     )

@@ -53,7 +53,12 @@ class FerryBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[QueueRanges]:
         opts = self.opts
-        with Admin(opts.namesrv, timeout_ms=opts.timeout_ms) as admin:
+        with Admin(
+            opts.namesrv,
+            timeout_ms=opts.timeout_ms,
+            credentials=opts.credentials,
+            tls_server_key=opts.tls_server_key,
+        ) as admin:
             bounds = offsets.fetch_bounds(admin, opts.topics)
         start = offsets.resolve(
             opts.starting,
@@ -81,7 +86,12 @@ class FerryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _client(self) -> Admin:
         if self._admin is None:  # planning runs in one long-lived driver-side process
-            self._admin = Admin(self.opts.namesrv, timeout_ms=self.opts.timeout_ms)
+            self._admin = Admin(
+                self.opts.namesrv,
+                timeout_ms=self.opts.timeout_ms,
+                credentials=self.opts.credentials,
+                tls_server_key=self.opts.tls_server_key,
+            )
             self._admin.start()
         return self._admin
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from ferry.client import Admin, MessageExt
+from ferry.client import Admin, MessageExt, MessageSelector
 from ferry.client.tracing import process_tracing
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.errors import BrokerSystemError
@@ -61,7 +61,12 @@ def read_ranges(opts: ReadOptions, parts: Sequence[Range]) -> Iterator[pa.Record
     tracing = process_tracing(TRACING_SERVICE)
     pending: list[MessageExt] = []
     started_ns = time.time_ns()
-    with Admin(opts.namesrv, timeout_ms=opts.timeout_ms) as admin:
+    with Admin(
+        opts.namesrv,
+        timeout_ms=opts.timeout_ms,
+        credentials=opts.credentials,
+        tls_server_key=opts.tls_server_key,
+    ) as admin:
         for part in parts:
             for pulled in _pull(admin, opts, part):
                 pending.extend(pulled)
@@ -87,13 +92,17 @@ def _pull(admin: Admin, opts: ReadOptions, part: Range) -> Iterator[list[Message
     )
     if queue is None:
         raise BrokerSystemError(f"{part.topic} has no queue {part.broker}:{part.queue_id}")
+    # ferry.filter: the broker skips what the filter does not select (pushed down)
+    expression = "*" if opts.sql_filter is None else MessageSelector.by_sql(opts.sql_filter)
     offset = part.start
     while offset < part.end:
         want = min(opts.pull_batch, part.end - offset)
-        got = admin.pull(queue, offset, want, group=opts.pull_group)
+        got = admin.pull(queue, offset, want, group=opts.pull_group, expression=expression)
         if got.status == PullStatus.FOUND:
             yield [m for m in got.messages if m.queue_offset < part.end]
             offset = got.next_begin_offset
+        elif got.status == PullStatus.NO_MATCHED_MSG and got.next_begin_offset > offset:
+            offset = got.next_begin_offset  # nothing selected up to there
         elif got.status == PullStatus.OFFSET_ILLEGAL and got.next_begin_offset > offset:
             if opts.fail_on_data_loss and not part.new_queue:
                 raise DataLossError(

@@ -108,7 +108,13 @@ def send_rows(rows: Iterator[Any], opts: WriteOptions, write_id: str) -> SentCou
     partition = ctx.partitionId() if ctx is not None else 0
     count = 0
     pending: deque[Future[SendResult]] = deque()
-    with Producer(opts.group, opts.namesrv, send_timeout_ms=opts.timeout_ms) as producer:
+    with Producer(
+        opts.group,
+        opts.namesrv,
+        send_timeout_ms=opts.timeout_ms,
+        credentials=opts.credentials,
+        tls_server_key=opts.tls_server_key,
+    ) as producer:
         for i, row in enumerate(rows):
             pending.append(
                 producer.send_async(to_message(row, opts, message_id(write_id, partition, i)))

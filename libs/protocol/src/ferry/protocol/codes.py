@@ -38,6 +38,7 @@ class RequestCode(IntEnum):
     GET_TOPIC_STATS_INFO = 202
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     SEND_BATCH_MESSAGE = 320
+    SEND_REPLY_MESSAGE = 324  # request/reply: a replier's reply
     DELETE_EXPIRED_COMMITLOG = 329
     # administration (mqadmin), RocketMQ's numbers
     UPDATE_BROKER_CONFIG = 25
@@ -55,9 +56,17 @@ class RequestCode(IntEnum):
     CLEAN_EXPIRED_CONSUMEQUEUE = 306
     VIEW_BROKER_STATS_DATA = 315
     ADD_WRITE_PERM_OF_BROKER = 327
+    # the name server's kv store and config
+    PUT_KV_CONFIG = 100
+    GET_KV_CONFIG = 101
+    DELETE_KV_CONFIG = 102
+    UPDATE_NAMESRV_CONFIG = 318
+    GET_NAMESRV_CONFIG = 319
+    QUERY_CONSUME_QUEUE = 321
     # controller mode (RocketMQ 5's numbers): a broker's heartbeat to the controller, the
     # controller's requests, and the broker's epoch cache (asked by getBrokerEpoch)
     BROKER_HEARTBEAT = 904
+    GET_BROKER_HA_STATUS = 907
     CONTROLLER_ALTER_SYNC_STATE_SET = 1001
     CONTROLLER_ELECT_MASTER = 1002
     CONTROLLER_REGISTER_BROKER = 1003
@@ -65,8 +74,26 @@ class RequestCode(IntEnum):
     CONTROLLER_GET_SYNC_STATE_DATA = 1006
     GET_BROKER_EPOCH_CACHE = 1007
     CLEAN_BROKER_DATA = 1011
+    # users and ACLs (RocketMQ 5.3's ACL 2.0, its numbers)
+    AUTH_CREATE_USER = 3001
+    AUTH_UPDATE_USER = 3002
+    AUTH_DELETE_USER = 3003
+    AUTH_GET_USER = 3004
+    AUTH_LIST_USER = 3005
+    AUTH_CREATE_ACL = 3006
+    AUTH_UPDATE_ACL = 3007
+    AUTH_DELETE_ACL = 3008
+    AUTH_GET_ACL = 3009
+    AUTH_LIST_ACL = 3010
+    # pop consumption (RocketMQ 5's numbers)
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    BATCH_ACK_MESSAGE = 200151
     # Ferry-only: health and the broker-internal store protocol.
     PING = 10000
+    # request/reply: a requester's held poll for its replies (RocketMQ pushes them instead)
+    POLL_REPLIES = 10110
     STORE_PUT = 10001
     STORE_GET = 10002
     STORE_QUEUE_OFFSETS = 10003
@@ -97,11 +124,18 @@ class RequestCode(IntEnum):
     # a master's scheduler progress, read by remoting for its slaves; a slave's adopts it
     SCHEDULER_PROGRESS = 10031
     SCHEDULER_ADOPT_PROGRESS = 10032
+    # pop consumption: remoting has the scheduler's revive service record a checkpoint
+    POP_CHECKPOINT = 10033
     # Ferry-only: remoting asks its store to drop a deleted topic's queues / take live config.
     STORE_DELETE_TOPIC = 10060
     STORE_UPDATE_CONFIG = 10061
+    # controller mode, allAckInSyncStateSet: how far the in-sync set holds the log
+    STORE_CONFIRM_OFFSET = 10062
     # Ferry-only: any service's OTel metrics, gathered by remoting for /metrics
     METRICS = 10070
+    # Ferry-only: every user and ACL of a broker at once (a slave's remoting asks its master's)
+    GET_AUTH_SNAPSHOT = 10080
+    PUSH_AUTH_SNAPSHOT = 10081
 
 
 class ResponseCode(IntEnum):
@@ -151,6 +185,9 @@ class ResponseCode(IntEnum):
     CONTROLLER_BROKER_ID_INVALID = 2014
     CONTROLLER_JRAFT_INTERNAL_ERROR = 2015
     CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS = 2016
+    # ACL 2.0 (RocketMQ 5.3's numbers)
+    USER_NOT_EXIST = 3001
+    POLICY_NOT_EXIST = 3002
     RPC_SEND_TO_CHANNEL_FAILED = -1004
     RPC_TIME_OUT = -1006
     # Ferry-only.
@@ -158,6 +195,18 @@ class ResponseCode(IntEnum):
     DISK_FULL = 10001
     # a slave's CommitLog does not match its master's (or lies outside it): not replicated
     HA_LOG_DIVERGED = 10050
+    # createUser of a name already taken (RocketMQ has no code for it)
+    USER_EXIST_ALREADY = 10080
+    # authentication on: a request without a signature, or one whose signature does not check
+    # (unknown or disabled user, wrong secret, too old); NO_PERMISSION 16 is the ACL's refusal
+    AUTH_NO_CREDENTIALS = 10060
+    AUTH_BAD_SIGNATURE = 10061
+    # controller mode: fewer replicas in sync than minInSyncReplicas; the write is refused
+    # before it is stored (RocketMQ's PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH)
+    IN_SYNC_REPLICAS_NOT_ENOUGH = 10051
+    # pop consumption: an ack or change of invisible time whose receipt handle the broker
+    # does not hold (unknown, already acked, changed since, or past its invisible time)
+    INVALID_RECEIPT_HANDLE = 10090
 
 
 class SendStatus(IntEnum):

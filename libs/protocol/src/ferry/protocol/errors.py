@@ -149,6 +149,13 @@ class RequestTimeoutError(FerryError):
     default_retriable = True
 
 
+class ReplyTimeoutError(RequestTimeoutError):
+    """request/reply: no reply came within the request's timeout (RocketMQ's
+    RequestTimeoutException). Raised by the SDK, never sent: its code is RPC_TIME_OUT's."""
+
+    default_retriable = False
+
+
 @_register
 class DiskFullError(FerryError):
     """The broker refuses writes: its disk is above the hard limit. Another broker may take
@@ -164,6 +171,25 @@ class HaLogDivergedError(FerryError):
     ends where the master has no bytes): the master refuses to replicate rather than merge."""
 
     code = ResponseCode.HA_LOG_DIVERGED
+
+
+@_register
+class InSyncReplicasNotEnoughError(FerryError):
+    """Controller mode, minInSyncReplicas: too few replicas of the group (its master included)
+    are in sync, so a write is refused before it is stored. Retriable: the set grows back
+    once a slave catches up."""
+
+    code = ResponseCode.IN_SYNC_REPLICAS_NOT_ENOUGH
+    default_retriable = True
+
+
+@_register
+class InvalidReceiptHandleError(FerryError):
+    """Pop consumption: the receipt handle is not one the broker holds in flight (unknown,
+    acked already, replaced by a change of invisible time, or past its invisible time, when
+    the message comes back to be received again)."""
+
+    code = ResponseCode.INVALID_RECEIPT_HANDLE
 
 
 # ---- the controller's (controller mode, issue 26) ----
@@ -227,6 +253,45 @@ class ControllerElectMasterFailedError(FerryError):
 
 
 @_register
+class NoCredentialsError(FerryError):
+    """Authentication is on and the request was not signed (no credentials given)."""
+
+    code = ResponseCode.AUTH_NO_CREDENTIALS
+
+
+@_register
+class BadSignatureError(FerryError):
+    """A signed request that does not authenticate: unknown or disabled access key, a wrong
+    secret key, or a signature older than the accepted clock skew."""
+
+    code = ResponseCode.AUTH_BAD_SIGNATURE
+
+
+# ---- users and ACLs (ACL 2.0's admin commands) ----
+
+
+@_register
+class UserNotFoundError(FerryError):
+    """No user of that name (getUser, updateUser, an ACL for a user that does not exist)."""
+
+    code = ResponseCode.USER_NOT_EXIST
+
+
+@_register
+class AclNotFoundError(FerryError):
+    """The subject has no ACL (getAcl, deleteAcl)."""
+
+    code = ResponseCode.POLICY_NOT_EXIST
+
+
+@_register
+class UserExistAlreadyError(FerryError):
+    """createUser of a name already taken (updateUser changes one)."""
+
+    code = ResponseCode.USER_EXIST_ALREADY
+
+
+@_register
 class BadFrameError(FerryError):
     """A frame that could not be parsed: wrong shape, not msgpack, or missing fields."""
 
@@ -237,6 +302,10 @@ class ConfigError(FerryError):
     """A configuration value that is missing or wrong; never sent on the wire."""
 
     code = ResponseCode.INVALID_PARAMETER
+
+
+# what a cluster's security answers a request it does not admit (authentication on)
+SECURITY_REFUSALS = (NoCredentialsError, BadSignatureError, NoPermissionError)
 
 
 def error_for(code: int, message: str, retriable: bool | None = None) -> FerryError:

@@ -48,3 +48,22 @@ def recv_ready(sock: zmq.Socket[Any]) -> list[bytes] | None:
         return recv_frames(sock, NOBLOCK)
     except zmq.Again:  # EVENTS is a hint; a ROUTER may still have nothing whole to give
         return None
+
+
+def recv_ready_peer(sock: zmq.Socket[Any]) -> tuple[list[Any], str] | None:
+    """recv_ready, and the sender's IP address ("" over ipc://), read from the first frame's
+    metadata (ZeroMQ keeps it on every part of a message)."""
+    if not int(sock.get(EVENTS)) & POLLIN:
+        return None
+    try:
+        first = sock.recv(NOBLOCK, copy=False)
+    except zmq.Again:
+        return None
+    try:
+        ip = first.get("Peer-Address") or ""
+    except (zmq.ZMQError, ValueError):
+        ip = ""
+    frames: list[Any] = [first.bytes]
+    while sock.get(RCVMORE):
+        frames.append(sock.recv(NOBLOCK))
+    return frames, str(ip)

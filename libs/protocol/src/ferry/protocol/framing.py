@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 
+from ferry.protocol.auth import Credentials, Signed
 from ferry.protocol.errors import (
     BadFrameError,
     FerryError,
@@ -35,6 +36,8 @@ class RequestEnvelope(msgspec.Struct, frozen=True, omit_defaults=True):
     traceparent: str = ""
     tracestate: str = ""
     oneway: bool = False  # no reply is sent
+    # a signed request: its sender; the signature is the last frame (ferry.protocol.auth)
+    auth: Signed | None = None
 
 
 class ReplyEnvelope(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -63,7 +66,12 @@ class RequestCodec:
     """Encodes and decodes request/reply envelopes; one per service or client, never shared
     between threads."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, credentials: Credentials | None = None, *, sign_payload: bool = True
+    ) -> None:
+        self.credentials = credentials  # every request is signed with them when set
+        # False: the header alone (the services' hops inside the cluster; ferry.protocol.auth)
+        self.sign_payload = sign_payload
         self._encoder = msgspec.msgpack.Encoder()
         self._req_decoder = msgspec.msgpack.Decoder(RequestEnvelope)
         self._rep_decoder = msgspec.msgpack.Decoder(ReplyEnvelope)
@@ -73,10 +81,22 @@ class RequestCodec:
     # -- encoding --
 
     def request_frames(self, env: RequestEnvelope, payload: list[Any] | None = None) -> list[Any]:
-        frames: list[Any] = [DELIMITER, PROTOCOL_ID, self._encoder.encode(env)]
-        if payload:
-            frames.extend(payload)
-        return frames
+        creds = self.credentials
+        if creds is None:
+            frames: list[Any] = [DELIMITER, PROTOCOL_ID, self._encoder.encode(env)]
+            if payload:
+                frames.extend(payload)
+            return frames
+        signed = creds.signed(header_only=not self.sign_payload)
+        header = self._encoder.encode(msgspec.structs.replace(env, auth=signed))
+        body = payload or []
+        return [
+            DELIMITER,
+            PROTOCOL_ID,
+            header,
+            *body,
+            creds.sign(header, body if self.sign_payload else ()),
+        ]
 
     def reply_frames(
         self, routing: list[Any], request_id: int, body: AnyReply, payload: list[Any] | None = None
@@ -104,6 +124,12 @@ class RequestCodec:
             env = self._req_decoder.decode(header)
         except Exception as exc:  # noqa: BLE001 - see DECODE_FAILURES
             raise explain(header, exc, self._known_request_tags) from None
+        if env.auth is not None:
+            if len(frames) < 3:
+                raise FrameError(
+                    BadFrameError("a signed request without its signature frame"), env.id
+                )
+            return env, frames[2:-1]  # the signature is checked by the service's guard
         return env, frames[2:]
 
     def decode_reply(self, frames: list[Any]) -> tuple[ReplyEnvelope, list[Any]]:

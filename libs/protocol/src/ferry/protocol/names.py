@@ -52,6 +52,15 @@ def retry_topic(group: str) -> str:
     return RETRY_PREFIX + group
 
 
+def dlq_topic(group: str) -> str:
+    return DLQ_PREFIX + group
+
+
+def revive_topic(cluster: str) -> str:
+    """Pop consumption's checkpoints and acks (one queue), as RocketMQ's REVIVE_LOG topic."""
+    return f"{SYSTEM_TOPIC_PREFIX}REVIVE_LOG_{cluster}"
+
+
 def is_system_topic(topic: str) -> bool:
     return (
         topic in (AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC)

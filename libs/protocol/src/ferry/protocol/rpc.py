@@ -17,6 +17,8 @@ from typing import Any
 
 import zmq
 
+from ferry.protocol.auth import Credentials
+from ferry.protocol.curve import CurveClient
 from ferry.protocol.frames import recv_frames, send_frames
 from ferry.protocol.framing import FrameError, ReplyEnvelope, RequestCodec, RequestEnvelope
 from ferry.protocol.messages import AnyReply, AnyRequest
@@ -42,11 +44,14 @@ class BlockingClient:
         *,
         immediate: bool = False,
         slice_ms: int = SLICE_MS,
+        credentials: Credentials | None = None,
+        curve: CurveClient | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self._curve = curve
         self._own_ctx = ctx is None
         self._ctx: zmq.Context[Any] = zmq.Context() if ctx is None else ctx
-        self._codec = RequestCodec()
+        self._codec = RequestCodec(credentials)
         self._ids = itertools.count(1)
         self._immediate = immediate
         self._slice_ms = slice_ms
@@ -73,6 +78,8 @@ class BlockingClient:
             sock.linger = 0
             sock.immediate = self._immediate
             sock.rcvtimeo = self._wait_ms = self._slice_ms
+            if self._curve is not None:
+                self._curve.apply(sock)
             sock.connect(self.endpoint)
             self._sock = sock
         return sock

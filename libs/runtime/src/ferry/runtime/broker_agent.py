@@ -47,13 +47,17 @@ from ferry.protocol.messages.controller import MASTER_ROLE, SLAVE_ROLE
 from ferry.protocol.rpc import BlockingClient
 from ferry.runtime import epoch_file
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.launcher import LocalCluster
+from ferry.runtime.launcher import LocalCluster, ServiceProcess
+from ferry.runtime.security.curve import internal_client
 from ferry.runtime.supervisor import Supervisor
 
 log = logging.getLogger("ferry.broker_agent")
 
 # what a role change restarts (the index follows the store whatever the role)
 ROLE_SERVICES = ("broker-store", "scheduler", "checkback", "ha-replicator", "broker-remoting")
+# What a new master needs to take writes; the scheduler and check-back follow once remoting
+# is back (five processes starting at once on a small host took seconds longer)
+FIRST_ON_PROMOTION = ("broker-store", "ha-replicator", "broker-remoting")
 ASK_TIMEOUT_MS = 1000
 LOCAL_TIMEOUT_MS = 500  # the group's own services, on this host
 
@@ -75,6 +79,13 @@ class BrokerAgent:
         self.supervisor = supervisor
         self._say = say
         self.root = Path(config.store_root).resolve()
+        # the controller and the tree's services take requests only from the cluster itself
+        self._credentials = config.inner_credentials() if config.authentication_enabled else None
+        self._curve = (
+            internal_client(config.server_key_pair()[0], config.internal_key_pair())
+            if config.tls_enable
+            else None
+        )
         self.replica_id = config.broker_id
         # the role it serves as master: broker.conf's, or SYNC_MASTER where that says SLAVE
         self.master_role = config.broker_role if config.broker_role != "SLAVE" else "SYNC_MASTER"
@@ -90,6 +101,9 @@ class BrokerAgent:
         self._next = 0  # the controller asked first (the last one that answered)
         self._ctx: zmq.Context[Any] = zmq.Context()
         self._stop = threading.Event()
+        # a promotion's second half (_promote_rest), and the remoting it waits to see replaced
+        self._promote_later: list[str] = []
+        self._old_remoting: object = None
         self._thread = threading.Thread(target=self._run, name="broker-agent", daemon=True)
 
     def start(self) -> None:
@@ -113,6 +127,7 @@ class BrokerAgent:
     # ---- one round ----
 
     def beat(self) -> None:
+        self._promote_rest()
         end = self._log_end()
         if end is None:
             return  # the store restarts: nothing true to report
@@ -136,7 +151,7 @@ class BrokerAgent:
         )
         if isinstance(reply, ControllerHeartbeatReply):
             self.beats += 1
-            self._follow(reply, sent_at, end)
+            self._follow(reply, sent_at, end, in_sync)
         elif (
             isinstance(reply, ErrorReply)
             and reply.code == ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
@@ -160,12 +175,17 @@ class BrokerAgent:
             self.registered = True
             self._say(f"registered with the controller as replica {self.replica_id}")
 
-    def _follow(self, reply: ControllerHeartbeatReply, sent_at: float, end: int) -> None:
+    def _follow(
+        self, reply: ControllerHeartbeatReply, sent_at: float, end: int, in_sync: list[int]
+    ) -> None:
         if reply.master_id == self.replica_id:
             if self.role != MASTER_ROLE or reply.epoch != self.epoch:
                 self._become_master(reply)
             elif reply.lease_ms > 0:
-                self._grant(sent_at + reply.lease_ms / 1000, reply.epoch)
+                # the controller's set and the one just proposed: either may be elected from,
+                # so remoting's minInSyncReplicas and allAckInSyncStateSet count them both
+                both = sorted(set(reply.sync_state_set) | set(in_sync))
+                self._grant(sent_at + reply.lease_ms / 1000, reply.epoch, both)
             return
         if not reply.master_id:
             return  # no master yet: the controller elects one
@@ -186,8 +206,28 @@ class BrokerAgent:
             f"elected master of {self.config.broker_name} at epoch {reply.epoch}: restarting "
             f"{', '.join(ROLE_SERVICES)} as {self.master_role}"
         )
-        for name in ROLE_SERVICES:
+        self._old_remoting = self._remoting()
+        for name in FIRST_ON_PROMOTION:
             self.supervisor.reconfigure(name, {"brokerRole": self.master_role})
+        self._promote_later = [n for n in ROLE_SERVICES if n not in FIRST_ON_PROMOTION]
+
+    def _remoting(self) -> ServiceProcess | None:
+        return next((p for p in self.cluster.processes if p.name == "broker-remoting"), None)
+
+    def _promote_rest(self) -> None:
+        """The rest of a promotion, once remoting runs as master again (or at once when this
+        replica stopped being master meanwhile: _become_slave restarts them anyway)."""
+        if not self._promote_later or self.role != MASTER_ROLE:
+            self._promote_later = []
+            return
+        remoting = self._remoting()
+        if remoting is not None and (
+            remoting is self._old_remoting or not (remoting.announced and remoting.alive())
+        ):
+            return  # the supervisor has not restarted it yet, or it is not ready
+        for name in self._promote_later:
+            self.supervisor.reconfigure(name, {"brokerRole": self.master_role})
+        self._promote_later = []
 
     def _become_slave(self, reply: ControllerHeartbeatReply, end: int) -> None:
         group = entries(reply.epochs)
@@ -214,10 +254,11 @@ class BrokerAgent:
 
     # ---- the group's own services ----
 
-    def _grant(self, until: float, epoch: int) -> None:
-        answer = self._local(
-            self.cluster.broker_addr, GrantWriteLeaseRequest(until_monotonic=until, epoch=epoch)
+    def _grant(self, until: float, epoch: int, sync_state_set: list[int] | None = None) -> None:
+        grant = GrantWriteLeaseRequest(
+            until_monotonic=until, epoch=epoch, sync_state_set=sync_state_set or []
         )
+        answer = self._local(self.cluster.broker_addr, grant)
         if answer is not None:
             self.lease_until = until
 
@@ -243,7 +284,9 @@ class BrokerAgent:
             return None
         if "://" not in endpoint:
             endpoint = f"tcp://{endpoint}"
-        with BlockingClient(endpoint, self._ctx) as client:
+        with BlockingClient(
+            endpoint, self._ctx, credentials=self._credentials, curve=self._curve
+        ) as client:
             answer = client.call(request, LOCAL_TIMEOUT_MS)
         return None if answer is None else answer[0]
 
@@ -252,7 +295,12 @@ class BrokerAgent:
         count = len(self._controllers)
         for i in range(count):
             index = (self._next + i) % count
-            with BlockingClient(f"tcp://{self._controllers[index]}", self._ctx) as client:
+            with BlockingClient(
+                f"tcp://{self._controllers[index]}",
+                self._ctx,
+                credentials=self._credentials,
+                curve=self._curve,
+            ) as client:
                 answer = client.call(request, ASK_TIMEOUT_MS)
             if answer is None:
                 continue

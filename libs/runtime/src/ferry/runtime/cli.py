@@ -12,6 +12,7 @@ from ferry.protocol.errors import ConfigError
 from ferry.runtime.allocator import keep_freed_memory
 from ferry.runtime.config import C, load_config, parse_overrides
 from ferry.runtime.logs import setup_logging
+from ferry.runtime.security import settings
 from ferry.runtime.telemetry import setup_telemetry, shutdown_telemetry
 
 
@@ -94,6 +95,7 @@ def run_service(
         config = load_config(config_type, args.conf_file, overrides)
     except ConfigError as exc:
         _exit(prog, exc.message, 2)
+    settings.configure(config)  # every Service this process makes signs and checks with it
     setup_telemetry(prog, config)
     if allocator_thresholds:
         keep_freed_memory()

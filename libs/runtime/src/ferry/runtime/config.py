@@ -7,6 +7,7 @@ broker.conf names; unknown keys are reported once and ignored.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ import msgspec
 
 from ferry.protocol.errors import ConfigError
 from ferry.runtime.properties import read_properties
+from ferry.runtime.security.config import SecurityConfig
 
 log = logging.getLogger("ferry.config")
 
@@ -42,7 +44,7 @@ MAX_IPC_PATH = 100  # longer ipc:// paths do not fit in a unix socket address
 GiB = 1024 * 1024 * 1024
 
 
-class NamesrvConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
+class NamesrvConfig(SecurityConfig, rename=_conf_name, kw_only=True):
     listen_port: int = 9876
     listen_host: str = "127.0.0.1"
     # how often silent brokers are looked for
@@ -54,10 +56,13 @@ class NamesrvConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
             raise ConfigError(f"listenPort {self.listen_port} is not a port")
         if self.scan_not_active_broker_interval <= 0:
             raise ConfigError("scanNotActiveBrokerInterval must be more than 0 ms")
+        self.check_security()
 
 
-class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
+class BrokerConfig(SecurityConfig, rename=_conf_name, kw_only=True):
     broker_cluster_name: str = "DefaultCluster"
+    # {"username": "...", "password": "..."}: the Super user remoting creates at its first start
+    init_authentication_user: str = ""
     broker_name: str = "broker-a"
     broker_id: int = 0
     broker_role: str = "ASYNC_MASTER"
@@ -114,6 +119,10 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
     # servers do not see a connection close, so a killed broker leaves routes only by expiry.
     broker_not_active_timeout_millis: int = 120_000
     long_polling_enable: bool = True
+    # SQL92 subscriptions (MessageSelector.by_sql), filtered by the store; refused when false
+    enable_property_filter: bool = False
+    # request/reply: a copy of each reply is stored in <cluster>_REPLY_TOPIC (RocketMQ's key)
+    store_reply_message_enable: bool = True
     # remoting reads pulled records from the store's CommitLog files when it sees them (one
     # machine, one storePathRootDir) instead of receiving them from the store; false: never
     remoting_reads_commit_log: bool = True
@@ -184,7 +193,29 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
     def is_sync_flush(self) -> bool:
         return self.flush_disk_type == "SYNC_FLUSH"
 
+    @property
+    def all_ack_enforced(self) -> bool:
+        """allAckInSyncStateSet in force: a SYNC_MASTER in controller mode, as in RocketMQ.
+        Sends then wait for every in-sync slave, and readers see only what they all hold."""
+        return (
+            self.enable_controller_mode
+            and self.broker_role == "SYNC_MASTER"
+            and self.all_ack_in_sync_state_set
+        )
+
+    @property
+    def reads_gated(self) -> bool:
+        """Queue reads stop at the in-sync set's confirm offset: allAckInSyncStateSet on a
+        SYNC_MASTER, and on its slaves (consumers read them while the master is gone)."""
+        return (
+            self.enable_controller_mode
+            and self.broker_role != "ASYNC_MASTER"
+            and self.all_ack_in_sync_state_set
+        )
+
     def check(self) -> None:
+        self.check_security()
+        self.init_user()
         if self.broker_not_active_timeout_millis < 2 * min(
             self.register_name_server_period, 60_000
         ):
@@ -266,6 +297,23 @@ class BrokerConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
             )
         if self.min_in_sync_replicas < 1:
             raise ConfigError("minInSyncReplicas must be 1 or more")
+
+    def init_user(self) -> tuple[str, str] | None:
+        """initAuthenticationUser as (username, password), None when not set."""
+        text = self.init_authentication_user.strip()
+        if not text:
+            return None
+        try:
+            raw = json.loads(text)
+            user, password = str(raw["username"]), str(raw["password"])
+        except (ValueError, TypeError, KeyError):
+            user = password = ""
+        if not user or not password:
+            raise ConfigError(
+                'initAuthenticationUser is not {"username":"...","password":"..."} '
+                "with non-empty values"
+            )
+        return user, password
 
     @property
     def registered_broker_id(self) -> int:

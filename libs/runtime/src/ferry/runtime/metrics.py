@@ -46,6 +46,7 @@ DELAYED_MESSAGES = "rocketmq_delayed_messages"  # Ferry's: held by the scheduler
 SCHEDULED_DELIVERED = "rocketmq_scheduled_delivered_messages_total"  # Ferry's
 TRANSACTION_CHECKS = "rocketmq_transaction_checks_total"  # Ferry's: by the check-back
 TRANSACTION_DISCARDED = "rocketmq_transaction_check_max_messages_total"  # Ferry's
+AUTH_REFUSALS = "rocketmq_auth_refusals_total"  # Ferry's: by reason and request type
 
 # OTLP carries a unit beside the name; the Prometheus names keep theirs out, as RocketMQ's do
 UNITS = {

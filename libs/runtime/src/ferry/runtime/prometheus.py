@@ -24,6 +24,7 @@ from prometheus_client.metrics_core import Metric
 from ferry.protocol.messages import MetricFamily, MetricSample, MetricsReply, MetricsRequest
 from ferry.protocol.rpc import BlockingClient
 from ferry.runtime import metrics
+from ferry.runtime.security import settings
 
 log = logging.getLogger("ferry.prometheus")
 
@@ -48,7 +49,16 @@ class GroupScrape:
         self._labels = dict(labels)
         self._ctx: zmq.Context[Any] = zmq.Context()
         self._timeout_ms = timeout_ms
-        self._peers = [(name, BlockingClient(endpoint, self._ctx)) for name, endpoint in peers]
+        creds = settings.inner_credentials()
+        self._peers = [
+            (
+                name,
+                BlockingClient(
+                    endpoint, self._ctx, credentials=creds, curve=settings.curve_client()
+                ),
+            )
+            for name, endpoint in peers
+        ]
         self._silent: set[str] = set()  # did not answer last time: asked with a short timeout
         self._lock = threading.Lock()
 

@@ -14,6 +14,7 @@ import heapq
 import itertools
 import logging
 import os
+import select
 import signal
 import threading
 import time
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import zmq
+from opentelemetry.trace import SpanKind
 from zmq.utils.monitor import recv_monitor_message
 
 from ferry.protocol.errors import (
@@ -32,7 +34,7 @@ from ferry.protocol.errors import (
     ServiceNotAvailableError,
     SystemBusyError,
 )
-from ferry.protocol.frames import NOBLOCK, recv_ready, send_frames
+from ferry.protocol.frames import EVENTS, NOBLOCK, POLLIN, recv_ready, recv_ready_peer, send_frames
 from ferry.protocol.framing import FrameError, RequestCodec, RequestEnvelope
 from ferry.protocol.messages import (
     AnyReply,
@@ -42,9 +44,11 @@ from ferry.protocol.messages import (
     MetricsRequest,
     PingRequest,
     PongReply,
+    PushAuthSnapshotRequest,
     Request,
 )
-from ferry.runtime import metrics
+from ferry.runtime import metrics, telemetry
+from ferry.runtime.security import settings
 from ferry.runtime.throttled_log import ThrottledLog
 
 log = logging.getLogger("ferry.service")
@@ -62,6 +66,10 @@ DRAIN_BATCH = 256  # messages taken from one socket before other sockets get a t
 # copying a log read or an HA transfer (1-4 MiB) does not.
 COPY_THRESHOLD = 512 * 1024
 MAX_POLL_MS = 200
+# A ZeroMQ socket is woken through its ZMQ_FD, which only says "look at ZMQ_EVENTS"; any send
+# or receive on the socket may take that signal, so a socket the loop used is asked again
+# before the loop sleeps, and every socket at least this often (belt and braces).
+SWEEP_S = 0.2
 
 
 def error_reply(err: FerryError) -> ErrorReply:
@@ -92,6 +100,7 @@ class Call:
         "payload",
         "request",
         "routing",
+        "signer",
         "traceparent",
         "tracestate",
     )
@@ -113,6 +122,8 @@ class Call:
         self.traceparent = env.traceparent
         self.tracestate = env.tracestate
         self.oneway = env.oneway
+        # the access key that signed it ("" unsigned); the guard has checked the signature
+        self.signer = env.auth.access_key if env.auth is not None else ""
         self.done = False
         self.deferred = False
 
@@ -143,6 +154,7 @@ class Peer:
         self.endpoint = endpoint
         self._service = service
         self._socket = service.ctx.socket(zmq.DEALER)
+        service.secure_client(self._socket)
         self._socket.linger = 0
         self._socket.copy_threshold = COPY_THRESHOLD
         # Sends are NOBLOCK: requests to a peer that is down queue up to the socket's limit
@@ -187,6 +199,7 @@ class Peer:
         return self._send(self._service.codec.request_frames(env, payload))
 
     def _send(self, frames: list[Any]) -> bool:
+        self._service.used(self._socket)
         try:
             send_frames(self._socket, frames, NOBLOCK, False)
         except zmq.Again:
@@ -254,11 +267,23 @@ class Service:
         self.name = name
         self.version = version
         self.ctx: zmq.Context[Any] = zmq.Context()
-        self.codec = RequestCodec()
+        # signed with the cluster's inner credentials when authentication is on
+        # (over their header only: a payload was checked where it entered the cluster)
+        self.codec = RequestCodec(settings.inner_credentials(), sign_payload=False)
+        self.guard = settings.guard_for(name)
+        # tlsEnable: CURVE on every socket (security.curve); None without
+        self.curve = settings.curve_server(self.ctx)
+        self._curve_client = settings.curve_client()
         self.max_deferred = max_deferred
         self.deferred_calls = 0
-        self._poller = zmq.Poller()
+        # One poll(2) over every socket's ZMQ_FD and every plain fd. zmq.Poller asked each
+        # socket's ZMQ_EVENTS twice per wait (two syscalls each: ~50 per sync send in
+        # remoting); this loop asks only the sockets whose fd fired or that it used.
+        self._poll = select.poll()
         self._readers: dict[Any, Callable[[Any], None]] = {}
+        self._by_fd: dict[int, Any] = {}
+        self._used: set[Any] = set()  # ZeroMQ sockets to ask before sleeping
+        self._next_sweep = 0.0
         self._handlers: dict[type[Any], Handler] = {
             PingRequest: self._ping,
             MetricsRequest: self._metrics,
@@ -277,6 +302,23 @@ class Service:
         # one per round
         self._timer_failures = ThrottledLog(log)
         self.busy_exempt: set[type[Any]] = {PingRequest, MetricsRequest}
+        if self.guard is not None and metrics.enabled():
+            refusals = self.guard.refusals
+            metrics.observe(
+                metrics.registry(),
+                metrics.AUTH_REFUSALS,
+                "counter",
+                "requests refused by authentication or authorization",
+                lambda: [
+                    (n, {"reason": reason, "request": request})
+                    for (reason, request), n in list(refusals.items())
+                ],
+            )
+        if self.guard is not None and name in settings.MIRRORS:
+            # users are the brokers': they push them here (security.mirror)
+            mirror = settings.mirror()
+            self.guard.users = mirror
+            self.on(PushAuthSnapshotRequest, mirror.push)
 
     # ---- wiring ----
 
@@ -286,6 +328,8 @@ class Service:
         sock.linger = 500
         sock.copy_threshold = COPY_THRESHOLD
         sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        if self.curve is not None:
+            self.curve.serve(sock, internal=self.name not in settings.CLIENT_FACING)
         bound = bind(sock, endpoint)
         self.add_reader(sock, self._on_router)
         if threading.current_thread() is threading.main_thread():
@@ -302,14 +346,33 @@ class Service:
         sock.linger = 0
         sock.copy_threshold = COPY_THRESHOLD
         sock.sndhwm = hwm
+        if self.curve is not None:  # a feed is the services' alone
+            self.curve.serve(sock, internal=True)
         return sock, bind(sock, endpoint)
+
+    def secure_client(self, sock: zmq.Socket[Any]) -> None:
+        """Before connect: with tlsEnable, this socket speaks CURVE as the cluster's own
+        (peers made by connect_peer already do; feeds' SUB sockets call this)."""
+        if self._curve_client is not None:
+            self._curve_client.apply(sock)
 
     def on(self, request_type: type[Request], handler: Handler) -> None:
         self._handlers[request_type] = handler
 
     def add_reader(self, sock: Any, fn: Callable[[Any], None]) -> None:
+        """fn(sock) runs on the loop when sock (a ZeroMQ socket or a plain fd) may have
+        input; it must read until nothing is left (or a batch) and may find nothing."""
         self._readers[sock] = fn
-        self._poller.register(sock, zmq.POLLIN)
+        fd = int(sock.get(zmq.FD)) if isinstance(sock, zmq.Socket) else int(sock)
+        self._by_fd[fd] = sock
+        self._poll.register(fd, select.POLLIN)
+        if isinstance(sock, zmq.Socket):
+            self._used.add(sock)
+
+    def used(self, sock: zmq.Socket[Any]) -> None:
+        """A send on sock outside its reader: the loop asks it for input before sleeping
+        (the send may have taken the wake-up of a message that arrived meanwhile)."""
+        self._used.add(sock)
 
     def connect_peer(self, endpoint: str, default_timeout_s: float = 10.0) -> Peer:
         peer = Peer(self, endpoint, default_timeout_s)
@@ -345,12 +408,7 @@ class Service:
             self.every(0.5, lambda: self._check_parent(parent_pid))
         try:
             while not self._stopping:
-                timeout = MAX_POLL_MS
-                if self._timers:
-                    timeout = max(
-                        0, min(timeout, int((self._timers[0][0] - time.monotonic()) * 1000) + 1)
-                    )
-                for sock, _ in self._poller.poll(timeout):
+                for sock in self._ready():
                     try:
                         self._readers[sock](sock)
                     except Exception:  # noqa: BLE001 - logged (throttled) with its traceback
@@ -367,6 +425,27 @@ class Service:
 
     def stop(self) -> None:
         self._stopping = True
+
+    def _ready(self) -> list[Any]:
+        """The sockets and fds to read now: the used sockets that have input, then whatever
+        poll(2) reports (at once if some are ready, else waiting up to the next timer)."""
+        now = time.monotonic()
+        if now >= self._next_sweep:
+            self._next_sweep = now + SWEEP_S
+            self._used.update(s for s in self._readers if isinstance(s, zmq.Socket))
+        used, self._used = self._used, set()
+        ready = [s for s in used if int(s.get(EVENTS)) & POLLIN]
+        timeout = 0 if ready else MAX_POLL_MS
+        if self._timers and timeout:
+            timeout = max(0, min(timeout, int((self._timers[0][0] - now) * 1000) + 1))
+        for fd, _ in self._poll.poll(timeout):
+            sock = self._by_fd[fd]
+            if sock not in ready:
+                ready.append(sock)
+        for sock in ready:
+            if isinstance(sock, zmq.Socket):
+                self._used.add(sock)  # its reader receives on it
+        return ready
 
     def _install_signals(self) -> None:
         self._signals_installed = True
@@ -404,23 +483,34 @@ class Service:
                 hook()
             except Exception:
                 log.exception("%s: stop hook failed", self.name)
+        if self.curve is not None:
+            self.curve.stop()
         self.ctx.destroy(linger=500)
         log.info("%s: stopped", self.name)
 
     # ---- requests ----
 
     def _on_router(self, sock: zmq.Socket[Any]) -> None:
+        guarded = self.guard is not None
         for _ in range(DRAIN_BATCH):
-            frames = recv_ready(sock)
-            if frames is None:
-                return
+            source_ip = ""
+            if guarded:  # the sender's address, for the ACLs' source IP ranges
+                got = recv_ready_peer(sock)
+                if got is None:
+                    return
+                frames, source_ip = got
+            else:
+                plain = recv_ready(sock)
+                if plain is None:
+                    return
+                frames = plain
             try:
-                self._dispatch(sock, frames)
+                self._dispatch(sock, frames, source_ip)
             except Exception:  # noqa: BLE001 - logged (throttled) with its traceback
                 # a bug reached by some input: that request is dropped, the rest are served
                 self.bad_input.exception("%s: request dropped", self.name)
 
-    def _dispatch(self, sock: zmq.Socket[Any], frames: list[Any]) -> None:
+    def _dispatch(self, sock: zmq.Socket[Any], frames: list[Any], source_ip: str = "") -> None:
         routing = frames[:1]
         rest = frames[2:] if len(frames) > 1 and len(frames[1]) == 0 else frames[1:]
         try:
@@ -430,6 +520,12 @@ class Service:
             self.send_reply(sock, routing, exc.request_id, error_reply(exc.error))
             return
         call = Call(self, sock, routing, env, payload)
+        if self.guard is not None:
+            refused = self.guard.check(env, rest, source_ip)
+            if refused is not None:
+                self._trace_refusal(env, refused)
+                call.fail(refused)
+                return
         handler = self._handlers.get(type(env.body))
         if handler is None:
             call.fail(
@@ -464,6 +560,25 @@ class Service:
         else:
             call.reply(result)
 
+    def _trace_refusal(self, env: RequestEnvelope, refused: FerryError) -> None:
+        """A refused request shows in its caller's trace (when it is sampled) as an error span
+        of this service naming the refusal."""
+        if not env.traceparent or not telemetry.traced(env.traceparent):
+            return  # a caller's sampled trace only: refusals must not mint traces
+        with telemetry.server_span(
+            "ferry.security",
+            f"{type(env.body).__name__} refused",
+            env.traceparent,
+            env.tracestate,
+            SpanKind.SERVER,
+            **{
+                "messaging.system": "rocketmq",
+                "ferry.service": self.name,
+                "ferry.auth.access_key": env.auth.access_key if env.auth else "",
+            },
+        ) as span:
+            telemetry.end_error(span, refused)
+
     def _bad_frame(self, err: FerryError) -> None:
         self._bad_frames += 1
         self.bad_input.warning("%s: bad request #%d: %s", self.name, self._bad_frames, err)
@@ -477,6 +592,7 @@ class Service:
         payload: Payload | None = None,
     ) -> None:
         frames = self.codec.reply_frames(routing, request_id, body, payload)
+        self._used.add(sock)
         try:
             send_frames(sock, frames, 0, False)
         except zmq.ZMQError as exc:

@@ -239,23 +239,34 @@ class Supervisor:
             self.restarts += 1
 
     def _apply_changes(self) -> None:
+        """Every queued role change at once: all the processes concerned are told to stop
+        together, then started together (a promotion restarts five services: one by one,
+        their shutdowns and start-ups added up to seconds of a failover)."""
+        changes: dict[str, dict[str, str]] = {}
         while not self._changes.empty():
             name, settings = self._changes.get()
-            if self._stop.is_set():
-                return
-            for i, sp in enumerate(self.cluster.processes):
-                watch = self._watches[i]
-                if sp.name != name or watch.given_up:
-                    continue
-                watch.args = with_settings(watch.args, settings)
-                sp.stop()  # asked for: not a crash
-                watch.restart_at = None
-                new = spawn_service(sp.name, watch.args, env=sp.env, sink=sp.sink, stderr=sp.stderr)
-                new.label = sp.label
-                self.cluster.processes[i] = new
-                watch.starting_until = time.monotonic() + self.policy.ready_timeout
-                shown = " ".join(f"{k}={v}" for k, v in settings.items())
-                self._say(f"{sp.display} restarting with {shown}")
+            changes.setdefault(name, {}).update(settings)
+        if not changes or self._stop.is_set():
+            return
+        chosen = [
+            i
+            for i, sp in enumerate(self.cluster.processes)
+            if sp.name in changes and not self._watches[i].given_up
+        ]
+        for i in chosen:
+            self.cluster.processes[i].terminate()  # asked for: not a crash
+        for i in chosen:
+            sp, watch = self.cluster.processes[i], self._watches[i]
+            sp.stop()  # waits for the exit (SIGKILL after its timeout)
+            settings = changes[sp.name]
+            watch.args = with_settings(watch.args, settings)
+            watch.restart_at = None
+            new = spawn_service(sp.name, watch.args, env=sp.env, sink=sp.sink, stderr=sp.stderr)
+            new.label = sp.label
+            self.cluster.processes[i] = new
+            watch.starting_until = time.monotonic() + self.policy.ready_timeout
+            shown = " ".join(f"{k}={v}" for k, v in settings.items())
+            self._say(f"{sp.display} restarting with {shown}")
 
     def _died(self, sp: ServiceProcess, watch: _Watch, now: float, what: str, status: str) -> None:
         """Counts an exit (`what` happened; `status` is its short form); schedules the

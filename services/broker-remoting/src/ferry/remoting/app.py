@@ -18,7 +18,10 @@ import zmq
 from ferry.protocol.codes import Perm
 from ferry.protocol.errors import ConfigError
 from ferry.protocol.messages import (
+    AckMessageRequest,
     AnyReply,
+    BatchAckMessageRequest,
+    ChangeInvisibleTimeRequest,
     CleanExpiredConsumeQueueRequest,
     ConsumerSendMsgBackRequest,
     DeleteExpiredCommitLogRequest,
@@ -29,6 +32,7 @@ from ferry.protocol.messages import (
     GetAllTopicConfigRequest,
     GetBrokerConfigRequest,
     GetBrokerEpochRequest,
+    GetBrokerHaStatusRequest,
     GetBrokerRuntimeInfoRequest,
     GetBrokerStatsRequest,
     GetConsumerConnectionListRequest,
@@ -41,8 +45,11 @@ from ferry.protocol.messages import (
     HeartbeatRequest,
     LockBatchRequest,
     PingRequest,
+    PollRepliesRequest,
     PongReply,
+    PopMessageRequest,
     PullMessageRequest,
+    QueryConsumeQueueRequest,
     QueryConsumerOffsetRequest,
     QueryMessageRequest,
     QueryTopicConsumeByWhoRequest,
@@ -51,6 +58,7 @@ from ferry.protocol.messages import (
     SchedulerStatusRequest,
     SearchOffsetByTimestampRequest,
     SendMessageRequest,
+    SendReplyRequest,
     SlaveSyncRequest,
     TopicConfig,
     UnlockBatchRequest,
@@ -65,6 +73,8 @@ from ferry.protocol.messages import (
 from ferry.remoting.admin import AdminProcessor, BrokerIdentity
 from ferry.remoting.admin_clients import ClientAdmin
 from ferry.remoting.admin_meta import MetadataAdmin
+from ferry.remoting.auth_admin import AuthAdmin
+from ferry.remoting.auth_push import AuthPusher
 from ferry.remoting.broker_epoch import broker_epoch
 from ferry.remoting.broker_metrics import BrokerMetrics
 from ferry.remoting.check_relay import TransactionCheckRelay
@@ -73,13 +83,17 @@ from ferry.remoting.consumer_manage import ConsumerManager, GroupCoordination
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.end_transaction import EndTransactionProcessor
 from ferry.remoting.group_topics import GroupTopics
-from ferry.remoting.ha_wait import SlaveAckWait
+from ferry.remoting.ha_wait import CONFIRM_REFRESH_S, SlaveAckWait
+from ferry.remoting.in_sync_replicas import InSyncReplicas
 from ferry.remoting.live_config import LiveConfig
 from ferry.remoting.member_notices import MemberNotifier
 from ferry.remoting.message_query import MessageQueryProcessor
+from ferry.remoting.pop import PopProcessor, PopSettleProcessor
 from ferry.remoting.pull import PullProcessor
 from ferry.remoting.queue_locks import QueueLockProcessor, QueueLockTable
 from ferry.remoting.registration import NamesrvRegistrar, parse_namesrv_addr, register_period_s
+from ferry.remoting.reply import SWEEP_INTERVAL_S as REPLY_SWEEP_S
+from ferry.remoting.reply import ReplyProcessor
 from ferry.remoting.scheduler_link import SchedulerLink
 from ferry.remoting.send import SendProcessor
 from ferry.remoting.send_back import SendBackProcessor
@@ -91,6 +105,8 @@ from ferry.remoting.topic_table import TopicTable
 from ferry.remoting.write_lease import WriteLease, fenced
 from ferry.runtime import metrics
 from ferry.runtime.config import BrokerConfig
+from ferry.runtime.confirm_relay import ConfirmRelay
+from ferry.runtime.security import settings
 from ferry.runtime.service import Peer, Service, announce_ready
 from ferry.runtime.version import package_version
 
@@ -136,6 +152,10 @@ class RemotingApp:
         self.groups.load()
         self.offsets = ConsumerOffsetTable(config_dir)
         self.offsets.load()
+        # users and ACLs (config/auth.json); auth_db is what the request guard asks
+        self.auth = AuthAdmin(config_dir, config.broker_name, slave=config.broker_role == "SLAVE")
+        self.auth.ensure_init_user(config.init_user())
+        self.auth_db = self.auth.db
         self.clients = ClientTable()
         self.stats = BrokerStats()
         self.version = package_version("ferry-broker-remoting")
@@ -146,6 +166,27 @@ class RemotingApp:
         self.exit_code = 0
         self._ready = False
         self._store_deadline = 0.0
+
+    def _secure(self) -> None:
+        """With authentication on: the guard checks users against this broker's, and a master
+        pushes them to the name servers and controllers, which check against them too."""
+        guard = self.service.guard
+        inner = settings.inner_credentials()
+        if guard is None or inner is None:
+            return
+        guard.users = self.auth_db
+        config = self.config
+        addrs = list(self.namesrv_addrs)
+        addrs += [a.strip() for a in config.controller_addr.split(";") if a.strip()]
+        AuthPusher(
+            self.service,
+            self.auth_db,
+            config.broker_name,
+            config.broker_cluster_name,
+            addrs,
+            inner,
+            is_master=lambda: config.broker_role != "SLAVE",
+        )
 
     def run(self) -> int:
         """Serves until stopped; returns the process exit code."""
@@ -165,6 +206,7 @@ class RemotingApp:
         ha_port = config.ha_listen_port or port + 1
         self.ha_addr = f"{config.advertised_host}:{ha_port}"
         self.store = self.service.connect_peer(config.store_endpoint)
+        self._secure()
         self.registrar = NamesrvRegistrar(
             self.service, self.namesrv_addrs, self._registration, self._unregistration
         )
@@ -189,6 +231,11 @@ class RemotingApp:
         service = self.service
         topics_changed = self._topics_changed
         send = SendProcessor(config, self.topics, store, self.stats, self.addr, topics_changed)
+        replies = ReplyProcessor(config, self.topics, store, self.addr)  # request/reply
+        send.stamp_request = replies.stamp
+        service.on(SendReplyRequest, replies.send_reply)
+        service.on(PollRepliesRequest, replies.poll)
+        service.every(REPLY_SWEEP_S, replies.sweep)
         pull = PullProcessor(config, self.topics, self.groups, self.offsets, store, self.stats)
         # a killed store never answers what it held: its long polls are answered empty (the
         # consumer pulls again) and its puts failed as retriable (the producer sends again)
@@ -202,7 +249,14 @@ class RemotingApp:
         locks = QueueLockTable()
         notifier = MemberNotifier(service)
         coordination = GroupCoordination(notifier, locks, group_topics)
-        consumers = ConsumerManager(self.clients, self.groups, self.offsets, store, coordination)
+        consumers = ConsumerManager(
+            self.clients,
+            self.groups,
+            self.offsets,
+            store,
+            coordination,
+            check_subscription=pull.check_subscription,
+        )
         self.consumers = consumers
         identity = BrokerIdentity(
             cluster=config.broker_cluster_name,
@@ -216,10 +270,10 @@ class RemotingApp:
         tx_peer = (
             service.connect_peer(config.checkback_endpoint) if config.checkback_endpoint else None
         )
-        scheduler_link = SchedulerLink(
-            service.connect_peer(config.scheduler_endpoint) if config.scheduler_endpoint else None,
-            tx_peer,
+        scheduler = (
+            service.connect_peer(config.scheduler_endpoint) if config.scheduler_endpoint else None
         )
+        scheduler_link = SchedulerLink(scheduler, tx_peer)
         service.on(SchedulerStatusRequest, scheduler_link.status)
         self.scheduler_link = scheduler_link
         admin = AdminProcessor(
@@ -239,10 +293,13 @@ class RemotingApp:
             config.broker_name, config.enable_controller_mode and config.broker_role != "SLAVE"
         )
         self.write_lease = lease
-        service.on(GrantWriteLeaseRequest, lease.grant)
+        # controller mode, SYNC_MASTER: minInSyncReplicas and allAckInSyncStateSet
+        isr = InSyncReplicas(config)
+        self.in_sync_replicas = isr
+        service.on(GrantWriteLeaseRequest, isr.with_grant(lease.grant))
         service.on(GetBrokerEpochRequest, broker_epoch(config))
-        service.on(SendMessageRequest, fenced(lease, send.handle))
-        self._wire_ha(send)
+        service.on(SendMessageRequest, fenced(lease, isr.guard(send.handle)))
+        self._wire_ha(send, isr)
         send.after_store = lease.gate(send.after_store)
         service.on(PullMessageRequest, pull.handle)
         service.on(HeartbeatRequest, consumers.heartbeat)
@@ -262,7 +319,8 @@ class RemotingApp:
             max_level=len(config.delay_levels_ms),
             hold=bool(config.scheduler_endpoint),
         )
-        service.on(ConsumerSendMsgBackRequest, fenced(lease, send_back.handle))
+        service.on(ConsumerSendMsgBackRequest, fenced(lease, isr.guard(send_back.handle)))
+        self._wire_pop(group_topics, store, scheduler)
         lock_processor = QueueLockProcessor(locks)
         service.on(LockBatchRequest, lock_processor.lock)
         service.on(UnlockBatchRequest, lock_processor.unlock)
@@ -270,8 +328,11 @@ class RemotingApp:
         service.on(GetAllTopicConfigRequest, admin.all_topic_configs)
         service.on(GetTopicStatsRequest, admin.topic_stats)
         service.on(GetBrokerRuntimeInfoRequest, admin.runtime_info)
-        queries = StoreQueryProcessor(self.topics, store)
+        ha = service.connect_peer(config.ha_endpoint or f"tcp://{self.ha_addr}")
+        queries = StoreQueryProcessor(self.topics, store, ha)
         service.on(SearchOffsetByTimestampRequest, queries.search_offset)
+        service.on(QueryConsumeQueueRequest, queries.query_cq)
+        service.on(GetBrokerHaStatusRequest, queries.ha_status)
         service.on(ViewMessageRequest, queries.view_message)
         service.on(DeleteExpiredCommitLogRequest, queries.delete_expired)
         index = service.connect_peer(config.index_endpoint) if config.index_endpoint else None
@@ -280,10 +341,33 @@ class RemotingApp:
         end_transaction = EndTransactionProcessor(
             store, self.addr, self.stats, tx_peer, transaction_timeout_ms=timeout_ms
         )
-        service.on(EndTransactionRequest, fenced(lease, end_transaction.handle))
+        service.on(EndTransactionRequest, fenced(lease, isr.guard(end_transaction.handle)))
         if tx_peer is not None:
             TransactionCheckRelay(service, tx_peer, self.clients, notifier).start()
         self._wire_admin(store, send, pull, notifier)
+
+    def _wire_pop(self, group_topics: GroupTopics, store: Peer, scheduler: Peer | None) -> None:
+        """Pop consumption: pops here, checkpoints and acks kept by the scheduler's revive
+        service (remoting/pop.py)."""
+        config = self.config
+        pop = PopProcessor(
+            config.broker_name,
+            self.topics,
+            self.groups,
+            self.offsets,
+            group_topics,
+            store,
+            scheduler,
+            self.service,
+            self.stats,
+        )
+        pop.apply_config(config)
+        self.pop = pop
+        settle = PopSettleProcessor(pop)
+        self.service.on(PopMessageRequest, pop.pop)
+        self.service.on(AckMessageRequest, settle.ack)
+        self.service.on(BatchAckMessageRequest, settle.batch_ack)
+        self.service.on(ChangeInvisibleTimeRequest, settle.change)
 
     def _wire_admin(
         self, store: Peer, send: SendProcessor, pull: PullProcessor, notifier: MemberNotifier
@@ -297,6 +381,7 @@ class RemotingApp:
         service.on(DeleteSubscriptionGroupRequest, meta.delete_group)
         service.on(GetAllSubscriptionGroupRequest, meta.all_groups)
         service.on(CleanExpiredConsumeQueueRequest, meta.clean_expired)
+        self.auth.wire(service)
         clients = ClientAdmin(
             self.clients, self.groups, self.offsets, notifier, self.stats, self.config.broker_name
         )
@@ -310,6 +395,7 @@ class RemotingApp:
         def apply(config: BrokerConfig, keys: set[str]) -> None:
             send.apply_config(config)
             pull.apply_config(config)
+            self.pop.apply_config(config)
             self.groups.auto_create = config.auto_create_subscription_group
             if keys & {"autoCreateTopicEnable", "defaultTopicQueueNums", "brokerPermission"}:
                 self.topics.set_default_topic(
@@ -323,13 +409,18 @@ class RemotingApp:
         service.on(GetBrokerConfigRequest, live.get)
         service.on(UpdateBrokerConfigRequest, live.update)
 
-    def _wire_ha(self, send: SendProcessor) -> None:
+    def _wire_ha(self, send: SendProcessor, isr: InSyncReplicas) -> None:
         """SYNC_MASTER sends wait for a slave's ack; slaves copy their master's metadata."""
         config = self.config
         self.slave_sync: SlaveSynchronizer | None = None
         if config.broker_role == "SYNC_MASTER":
             ha = self.service.connect_peer(config.ha_endpoint or f"tcp://{self.ha_addr}")
-            send.after_store = SlaveAckWait(ha, config.sync_flush_timeout).reply
+            # allAckInSyncStateSet: the store's readers see only what the set holds
+            confirm = ConfirmRelay(self.store) if config.all_ack_enforced else None
+            wait = SlaveAckWait(ha, config.sync_flush_timeout, isr, confirm)
+            send.after_store = wait.reply
+            if confirm is not None:
+                self.service.every(CONFIRM_REFRESH_S, wait.refresh_confirm)
         sync = MasterSyncProcessor(self.topics, self.groups, self.offsets, self.scheduler_link)
         self.service.on(SlaveSyncRequest, sync.handle)
         if config.broker_role == "SLAVE":
@@ -342,6 +433,7 @@ class RemotingApp:
                 self.offsets,
                 self.scheduler_link,
                 master_endpoint=config.master_endpoint,
+                auth=self.auth,
             )
 
     # ---- start-up ----

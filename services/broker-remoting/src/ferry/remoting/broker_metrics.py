@@ -34,6 +34,7 @@ from ferry.runtime import metrics
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.metrics import Points
 from ferry.runtime.prometheus import GroupScrape, PrometheusEndpoint
+from ferry.runtime.security import settings
 
 log = logging.getLogger("ferry.remoting.metrics")
 
@@ -46,7 +47,12 @@ class LagProbe:
     unconsumed message was stored (0 when caught up)."""
 
     def __init__(self, ctx: zmq.Context[Any], store_endpoint: str, offsets: ConsumerOffsetTable):
-        self._store = BlockingClient(store_endpoint, ctx)
+        self._store = BlockingClient(
+            store_endpoint,
+            ctx,
+            credentials=settings.inner_credentials(),
+            curve=settings.curve_client(),
+        )
         self._offsets = offsets
         self._lock = threading.Lock()
         self._rows: list[tuple[dict[str, str], int, float]] = []

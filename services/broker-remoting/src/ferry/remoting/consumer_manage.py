@@ -35,6 +35,7 @@ from ferry.protocol.messages import (
     QueueStat,
     StoreQueueOffsetsReply,
     StoreQueueOffsetsRequest,
+    SubscriptionData,
     UnregisterClientRequest,
     UpdateConsumerOffsetRequest,
 )
@@ -72,7 +73,11 @@ class ConsumerManager:
         offsets: ConsumerOffsetTable,
         store: Peer,
         coordination: GroupCoordination | None = None,
+        check_subscription: Callable[[SubscriptionData], None] | None = None,
     ) -> None:
+        """check_subscription refuses a subscription (raises) the broker cannot filter by:
+        the heartbeat carrying it is refused and nothing of it is registered."""
+        self._check_subscription = check_subscription
         self._clients = clients
         self._groups = groups
         self._offsets = offsets
@@ -82,6 +87,10 @@ class ConsumerManager:
     # ---- clients ----
 
     def heartbeat(self, req: HeartbeatRequest, call: Call) -> None:
+        if self._check_subscription is not None:
+            for consumer in req.consumers:
+                for sub in consumer.subscriptions:
+                    self._check_subscription(sub)
         changed = self._clients.heartbeat(
             req.client_id,
             req.producer_groups,

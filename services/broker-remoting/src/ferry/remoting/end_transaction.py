@@ -81,15 +81,7 @@ def half_record(raw: Any, req: SendMessageRequest, queue_id: int) -> bytes:
     and queue in its properties, marked TX_PREPARED and owned by the sending group."""
     if req.count != 1:
         raise InvalidParameterError("a transaction's half message is sent alone (count 1)")
-    buf = bytes(raw)
-    try:
-        if record.check_layout(buf, 0, len(buf)) != len(buf):
-            raise record.RecordError("the frame holds more than one record")
-        rec = next(record.iter_records(buf))
-    except (record.RecordError, ValueError) as exc:
-        raise MessageIllegalError(f"half message does not decode: {exc}") from None
-    if rec.topic != req.topic:
-        raise MessageIllegalError(f"record is for topic {rec.topic!r}, not {req.topic!r}")
+    rec = single_record(raw, req.topic, "half message")
     return _retopic(
         rec,
         TRANS_HALF_TOPIC,
@@ -101,6 +93,21 @@ def half_record(raw: Any, req: SendMessageRequest, queue_id: int) -> bytes:
         },
         sysflag=rec.sysflag | record.SYSFLAG_TX_PREPARED,
     )
+
+
+def single_record(raw: Any, topic: str, what: str) -> record.Record:
+    """The one record of a send's frame (a half message, a request), decoded; refused when
+    the frame holds anything else or the record is for another topic."""
+    buf = bytes(raw)
+    try:
+        if record.check_layout(buf, 0, len(buf)) != len(buf):
+            raise record.RecordError("the frame holds more than one record")
+        rec = next(record.iter_records(buf))
+    except (record.RecordError, StopIteration, ValueError) as exc:
+        raise MessageIllegalError(f"{what} does not decode: {exc}") from None
+    if rec.topic != topic:
+        raise MessageIllegalError(f"record is for topic {rec.topic!r}, not {topic!r}")
+    return rec
 
 
 def committed_record(half: record.Record) -> tuple[str, int, bytes]:
@@ -284,6 +291,13 @@ class EndTransactionProcessor:
             raise InvalidParameterError(
                 f"the half message at {req.commit_log_offset} belongs to group {group!r}, "
                 f"not {req.producer_group!r}"
+            )
+        real_topic = half.properties.get(record.PROPERTY_REAL_TOPIC, "")
+        if req.topic and req.topic != real_topic:
+            # the topic is what authorization allowed: it must be the message's own
+            raise InvalidParameterError(
+                f"the half message at {req.commit_log_offset} is for topic {real_topic!r}, "
+                f"not {req.topic!r}"
             )
         checkback = self._checkback
         stored = half.store_timestamp

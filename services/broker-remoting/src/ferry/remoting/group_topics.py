@@ -10,16 +10,12 @@ from collections.abc import Callable
 
 from ferry.protocol.codes import Perm
 from ferry.protocol.messages import TopicConfig
-from ferry.protocol.names import DLQ_PREFIX, check_topic, retry_topic
+from ferry.protocol.names import check_topic, dlq_topic, retry_topic
 from ferry.remoting.topic_table import TopicTable
 
 log = logging.getLogger("ferry.remoting.group_topics")
 
 GROUP_TOPIC_QUEUES = 1  # retryQueueNums; the DLQ has one queue too
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_PREFIX + group
 
 
 class GroupTopics:

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from ferry.protocol.errors import BrokerSystemError, ConfigError, InvalidParameterError
+from ferry.protocol.errors import BrokerSystemError, InvalidParameterError
 from ferry.protocol.messages import (
     AnyReply,
     BrokerConfigReply,
@@ -28,6 +28,7 @@ from ferry.protocol.messages import (
 )
 from ferry.remoting.state_file import write_atomic
 from ferry.runtime.config import ALIASES, BrokerConfig, overlay_path, read_overlay
+from ferry.runtime.live_config import checked_change, shown
 from ferry.runtime.service import Call, Peer
 
 log = logging.getLogger("ferry.remoting.config")
@@ -41,6 +42,7 @@ REMOTING_LIVE_KEYS = frozenset(
         "defaultTopicQueueNums",
         "maxMessageSize",
         "longPollingEnable",
+        "enablePropertyFilter",
     }
 )
 # taken by broker-store while running (its admin_handlers.LIVE_KEYS: services share no code)
@@ -49,17 +51,6 @@ STORE_LIVE_KEYS = frozenset(
 )
 LIVE_KEYS = REMOTING_LIVE_KEYS | STORE_LIVE_KEYS
 STORE_TIMEOUT_S = 5.0
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def config_properties(config: BrokerConfig) -> dict[str, str]:
-    """Every key in force, as broker.conf would spell it."""
-    return {k: _text(v) for k, v in sorted(msgspec.to_builtins(config).items())}
 
 
 class LiveConfig:
@@ -75,32 +66,15 @@ class LiveConfig:
         self._fields = {f.encode_name: f.name for f in msgspec.structs.fields(BrokerConfig)}
 
     def get(self, _req: GetBrokerConfigRequest, _call: Call) -> BrokerConfigReply:
-        return BrokerConfigReply(
-            config=config_properties(self._config), live_keys=sorted(LIVE_KEYS)
-        )
+        return BrokerConfigReply(config=shown(self._config), live_keys=sorted(LIVE_KEYS))
 
     def update(self, req: UpdateBrokerConfigRequest, call: Call) -> None:
         changes = {ALIASES.get(k.strip(), k.strip()): v.strip() for k, v in req.properties.items()}
-        if not changes:
-            raise InvalidParameterError("no key to update")
-        unknown = sorted(k for k in changes if k not in self._fields)
-        if unknown:
-            raise InvalidParameterError(f"unknown broker.conf key(s): {', '.join(unknown)}")
-        restart = sorted(k for k in changes if k not in LIVE_KEYS)
-        if restart:
-            raise InvalidParameterError(
-                f"{', '.join(restart)} cannot change while the broker runs: set it in "
-                f"broker.conf and restart (keys that change live: {', '.join(sorted(LIVE_KEYS))})"
-            )
         if any("\n" in v or " #" in v for v in changes.values()):
             raise InvalidParameterError("a value may not hold a line break or ' #'")
-        values = msgspec.to_builtins(self._config)
-        values.update(changes)
-        try:
-            candidate = msgspec.convert(values, BrokerConfig, strict=False)
-            candidate.check()
-        except (msgspec.ValidationError, ConfigError) as exc:
-            raise InvalidParameterError(f"bad value: {exc}") from None
+        candidate = checked_change(
+            self._config, changes, LIVE_KEYS, keys="broker.conf", where="broker.conf"
+        )
         store_part = {k: v for k, v in changes.items() if k in STORE_LIVE_KEYS}
         if not store_part:
             self._commit(candidate, changes)

@@ -34,10 +34,12 @@ from ferry.protocol.messages import (
     PullMessageRequest,
     StoreGetReply,
     StoreGetRequest,
+    SubscriptionData,
 )
 from ferry.protocol.names import check_topic
+from ferry.protocol.sql_filter import check_sql
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
-from ferry.remoting.expression import tag_codes
+from ferry.remoting.expression import check_heartbeat_subscription, store_filter
 from ferry.remoting.stats import BrokerStats, elapsed_ms
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
@@ -77,6 +79,9 @@ class PullProcessor:
         self._broker_name = config.broker_name
         self._broker_perm = config.broker_permission
         self._long_polling = config.long_polling_enable
+        self._property_filter = config.enable_property_filter
+        if self._property_filter:
+            check_sql("TRUE")  # loads the SQL92 parser now, not on the first SQL92 pull
         self.reader = LogReader(
             config.store_root / "commitlog", enabled=config.remoting_reads_commit_log
         )
@@ -94,6 +99,26 @@ class PullProcessor:
         """updateBrokerConfig: takes the keys this processor reads that may change live."""
         self._broker_perm = config.broker_permission
         self._long_polling = config.long_polling_enable
+        self._property_filter = config.enable_property_filter
+
+    def filter_of(self, expression_type: str, expression: str) -> tuple[tuple[int, ...], str]:
+        """(tag codes, SQL92 text) to pull by; typed errors for what this broker refuses."""
+        return store_filter(
+            expression_type,
+            expression,
+            sql_enabled=self._property_filter,
+            broker=self._broker_name,
+        )
+
+    def check_subscription(self, sub: SubscriptionData) -> None:
+        """A heartbeat's subscription, refused as its pulls would be (SQL92 ones only)."""
+        check_heartbeat_subscription(
+            sub.expression_type,
+            sub.expression,
+            served=self._topics.get(sub.topic) is not None,
+            sql_enabled=self._property_filter,
+            broker=self._broker_name,
+        )
 
     def handle(self, req: PullMessageRequest, call: Call) -> None:
         if not telemetry.traced(call.traceparent):
@@ -135,7 +160,7 @@ class PullProcessor:
         group = self._groups.ensure(req.consumer_group)
         if not group.consume_enable:
             raise NoPermissionError(f"consumer group {req.consumer_group!r} may not consume")
-        codes = list(tag_codes(req.expression))
+        codes, sql = self.filter_of(req.expression_type, req.expression)
         if req.commit_offset >= 0:
             self._offsets.commit(req.consumer_group, req.topic, req.queue_id, req.commit_offset)
         suspend_ms = effective_suspend_ms(req.suspend_ms, self._long_polling)
@@ -191,7 +216,8 @@ class PullProcessor:
             queue_offset=req.queue_offset,
             max_msgs=req.max_msgs,
             max_bytes=req.max_bytes,
-            tag_codes=codes,
+            tag_codes=list(codes),
+            sql=sql,
             suspend_ms=suspend_ms,
             ranges=self.reader.active,
         )

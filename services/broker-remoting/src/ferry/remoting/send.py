@@ -100,6 +100,8 @@ class SendProcessor:
         # puts the store has not answered yet: token -> how to answer it if the store goes away
         self._in_flight: dict[int, Callable[[], None]] = {}
         self._tokens = itertools.count()
+        # request/reply (reply.py): stamps a request's record with where its reply goes
+        self.stamp_request: Callable[[Any, SendMessageRequest], bytes] | None = None
 
     def store_lost(self) -> None:
         """The connection to the store dropped: answers every put in flight there (see
@@ -172,7 +174,11 @@ class SendProcessor:
             )
         queue_id = self._pick_queue(req, topic)
         put_topic, put_queue = req.topic, queue_id
-        if req.transactional:  # a half message waits aside until its transaction ends
+        if req.request_reply:
+            if self.stamp_request is None:
+                raise InvalidParameterError(f"broker {self._broker_name} serves no requests")
+            payload = [self.stamp_request(payload[0], req)]
+        elif req.transactional:  # a half message waits aside until its transaction ends
             payload = [half_record(payload[0], req, queue_id)]
             put_topic, put_queue = TRANS_HALF_TOPIC, 0
         elif req.delay_level or req.deliver_at_ms:  # held by the scheduler until due

@@ -12,6 +12,11 @@ The master's scheduler progress (delay level offsets, timer progress, its restar
 comes with each sync and goes to the slave's scheduler, which keeps it as its own: a slave
 restarted as master resumes the delay levels where the master's scheduler had saved them
 (RocketMQ syncs delayOffset.json the same way).
+
+Users and ACLs come with each sync too (get_auth_snapshot, sent only when the master's differ
+from the slave's copy): the slave saves and serves them as its own (auth_admin.py). With
+authentication on they travel sealed with the inner secret key; a slave configured with
+another inner key cannot open them: it logs why (throttled) and keeps the copy it has.
 """
 
 from __future__ import annotations
@@ -21,21 +26,26 @@ from typing import Any
 
 import msgspec
 
+from ferry.protocol.errors import FerryError
 from ferry.protocol.messages import (
     AnyReply,
+    AuthSnapshotReply,
     ClusterInfoReply,
     ErrorReply,
+    GetAuthSnapshotRequest,
     GetClusterInfoRequest,
     SlaveSyncReply,
     SlaveSyncRequest,
     SyncedGroup,
     SyncedOffset,
 )
+from ferry.remoting.auth_admin import AuthAdmin
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.scheduler_link import SchedulerLink
 from ferry.remoting.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
 from ferry.runtime.service import Call, Peer, Service
+from ferry.runtime.throttled_log import ThrottledLog
 
 log = logging.getLogger("ferry.remoting.slave_sync")
 
@@ -56,9 +66,11 @@ class SlaveSynchronizer:
         offsets: ConsumerOffsetTable,
         scheduler: SchedulerLink,
         master_endpoint: str = "",
+        auth: AuthAdmin | None = None,
     ) -> None:
         self._service = service
         self._scheduler = scheduler
+        self._auth = auth
         # where the master's remoting is reached when its advertised address is not (containers)
         self._master_endpoint = master_endpoint
         self._broker_name = broker_name
@@ -74,6 +86,8 @@ class SlaveSynchronizer:
         self.master_addr = ""
         self.syncs = 0
         self._busy = False
+        # the same failure comes back at every sync: a line or two a minute says it
+        self._auth_failures = ThrottledLog(log, interval_s=60.0, burst=2)
 
     def start(self, interval_s: float) -> None:
         self._service.every(interval_s, self.sync, first_s=min(interval_s, 1.0))
@@ -112,6 +126,26 @@ class SlaveSynchronizer:
             lambda reply, frames: self._on_sync(reply, sent),
             timeout_s=REQUEST_TIMEOUT_S,
         )
+        if self._auth is not None:
+            known = GetAuthSnapshotRequest(known_digest=self._auth.known_digest())
+            peer.request(known, self._on_auth, timeout_s=REQUEST_TIMEOUT_S)
+
+    def _on_auth(self, body: AnyReply, _frames: list[Any]) -> None:
+        assert self._auth is not None
+        if not isinstance(body, AuthSnapshotReply):
+            message = body.message if isinstance(body, ErrorReply) else type(body).__name__
+            self._auth_failures.warning(
+                "users and ACLs not synced from %s: %s", self.master_addr, message
+            )
+            return
+        try:
+            self._auth.adopt(body)
+        except FerryError as err:  # the old copy stays in force
+            self._auth_failures.error(
+                "users and ACLs from %s not taken (this broker keeps its copy): %s",
+                self.master_addr,
+                err,
+            )
 
     def _on_sync(self, body: AnyReply, sent: dict[tuple[str, str, int], int]) -> None:
         self._busy = False

@@ -29,16 +29,19 @@ AfterStore = Callable[[Call, SendMessageReply, int], None]
 Handler = Callable[[Any, Call], Any]
 
 
-def fenced(lease: WriteLease, handler: Handler) -> Handler:
-    """handler, refused at once while a lease is enforced and lapsed (nothing is written)."""
-    if not lease.enforced:
-        return handler
+def checked_first(check: Callable[[], None], handler: Handler) -> Handler:
+    """handler, after check(), which raises to refuse the request before anything is done."""
 
     def checked(req: Any, call: Call) -> Any:
-        lease.check()
+        check()
         return handler(req, call)
 
     return checked
+
+
+def fenced(lease: WriteLease, handler: Handler) -> Handler:
+    """handler, refused at once while a lease is enforced and lapsed (nothing is written)."""
+    return checked_first(lease.check, handler) if lease.enforced else handler
 
 
 class WriteLease:

@@ -16,13 +16,17 @@ from ferry.protocol.codes import PullStatus, SendStatus
 from ferry.protocol.errors import FerryError, InvalidParameterError, ServiceNotAvailableError
 from ferry.protocol.frames import NOBLOCK, recv_ready, send_frames
 from ferry.protocol.messages import (
+    MAX_CQ_ENTRIES,
     CleanExpiredConsumeQueueRequest,
+    ConsumeQueueReply,
     DeleteExpiredCommitLogRequest,
     DispatchNotice,
     OffsetReply,
     OkReply,
+    QueryConsumeQueueRequest,
     SearchOffsetByTimestampRequest,
     StoreAppendRawRequest,
+    StoreConfirmOffsetRequest,
     StoreDeleteTopicRequest,
     StoreGetReply,
     StoreGetRequest,
@@ -48,6 +52,7 @@ from ferry.runtime.version import package_version
 from ferry.store.admin_handlers import StoreAdminHandlers
 from ferry.store.commit_service import CommitService
 from ferry.store.long_poll import LongPollTable
+from ferry.store.property_filter import warm_sql_filters
 from ferry.store.replica_handlers import ReplicaHandlers
 from ferry.store.store import GetResult, MessageStore
 from ferry.store.store_metrics import StoreMetrics
@@ -62,6 +67,10 @@ FEED_HWM = 1000  # notices queued per subscriber before the feed drops them
 POLL_SWEEP_S = 0.05  # how often held gets are checked for expiry
 OPEN_FILES_WANTED = 65_536  # when the hard limit is unlimited
 DISK_CHECK_S = 1.0  # how often the disk's used ratio is measured (the write guard)
+# Notices alone (the index reads the log files, on a 20 ms timer) go out at most this often,
+# adjacent ranges as one: a notice per put woke the index's I/O thread once per sync send,
+# on the 2 cores the send path needs. Records (the HA feed) still go out at once.
+NOTICE_DELAY_S = 0.005
 
 
 def default_endpoints(config: BrokerConfig) -> tuple[str, str]:
@@ -82,12 +91,19 @@ class StoreApp:
         self._feed: zmq.Socket[Any] | None = None
         self._subscriptions: dict[bytes, int] = {}  # topic prefix -> subscribers
         self._send_records = self._send_notices = False
+        self._notice_range: list[int] | None = None  # [start, stop) not announced yet
         self._polls: LongPollTable[Call] = LongPollTable()
         self._commit = CommitService(config, store, service)
         if metrics.enabled():
             StoreMetrics(store, self._commit.flusher)
         self._sync_flush = config.is_sync_flush
         self._slave = config.broker_role == "SLAVE"
+        if config.enable_property_filter:
+            warm_sql_filters()
+        # allAckInSyncStateSet: a put wakes no reader; remoting's confirm of it does
+        self._gated = config.reads_gated
+        if self._gated:
+            store.gate_reads()
         self._closed = False
         service.on(StorePutRequest, self._put)
         service.on(StoreGetRequest, self._get)
@@ -96,7 +112,9 @@ class StoreApp:
         service.on(StoreStatusRequest, self._status)
         service.on(SearchOffsetByTimestampRequest, self._search_offset)
         service.on(ViewMessageRequest, self._view_message)
+        service.on(QueryConsumeQueueRequest, self._query_cq)
         service.on(DeleteExpiredCommitLogRequest, self._delete_expired)
+        service.on(StoreConfirmOffsetRequest, self._confirm)
         # mqadmin: deleteTopic, cleanExpiredCQ, live retention keys
         admin = StoreAdminHandlers(store, self._commit.quiesce, config)
         service.on(StoreDeleteTopicRequest, admin.delete_topic)
@@ -186,13 +204,34 @@ class StoreApp:
         `written`: the bytes of [start, stop) as the append wrote them, if it has them."""
         if self._feed is None or stop <= start:
             return
+        if self._send_notices:
+            held = self._notice_range
+            if held is None:
+                self._notice_range = [start, stop]
+                self.service.later(NOTICE_DELAY_S, self._send_notice)
+            elif held[1] == start:
+                held[1] = stop
+            else:  # not adjacent (a truncated log): what was held goes first; the timer
+                self._send_notice()  # already set sends this one
+                self._notice_range = [start, stop]
+        if not self._send_records:
+            return
         notice = self.service.codec.encode(DispatchNotice(start, stop))
+        self.service.used(self._feed)  # the XPUB's subscriptions come in on it too
+        records = written if written is not None else self.store.log_slice(start, stop)
         try:
-            if self._send_records:
-                records = written if written is not None else self.store.log_slice(start, stop)
-                send_frames(self._feed, [FEED_TOPIC, notice, records], NOBLOCK, False)
-            if self._send_notices:
-                send_frames(self._feed, [NOTICE_TOPIC, notice], NOBLOCK)
+            send_frames(self._feed, [FEED_TOPIC, notice, records], NOBLOCK, False)
+        except zmq.ZMQError as exc:
+            log.debug("dispatch notice dropped: %s", exc)
+
+    def _send_notice(self) -> None:
+        held, self._notice_range = self._notice_range, None
+        if held is None or self._feed is None:
+            return
+        self.service.used(self._feed)
+        try:
+            notice = self.service.codec.encode(DispatchNotice(held[0], held[1]))
+            send_frames(self._feed, [NOTICE_TOPIC, notice], NOBLOCK)
         except zmq.ZMQError as exc:
             log.debug("dispatch notice dropped: %s", exc)
 
@@ -219,6 +258,7 @@ class StoreApp:
             req.max_bytes,
             req.tag_codes,
             payload=not req.ranges,
+            sql=req.sql,
         )
 
     @staticmethod
@@ -237,21 +277,40 @@ class StoreApp:
 
     def _answer_held(self, calls: list[Call]) -> None:
         for call in calls:
-            req = call.request
-            assert isinstance(req, StoreGetRequest)
-            try:
-                answer = self._get_reply(self._read(req), req.ranges)
-            except FerryError as err:
-                call.fail(err)
-                continue
-            if isinstance(answer, tuple):
-                call.reply(answer[0], answer[1])
-            elif answer is not None:
-                call.reply(answer)
+            self._read_again(call)
+
+    def _read_again(self, call: Call, deadline: float | None = None) -> None:
+        """Answers a held get with what it reads now; with a deadline, one that still finds
+        nothing new is held on until then."""
+        req = call.request
+        assert isinstance(req, StoreGetRequest)
+        try:
+            result = self._read(req)
+        except FerryError as err:
+            call.fail(err)
+            return
+        if deadline is not None and result.status == PullStatus.NO_NEW_MSG:
+            self._polls.hold_until(req.topic, req.queue_id, call, deadline)
+            return
+        answer = self._get_reply(result, req.ranges)
+        if isinstance(answer, tuple):
+            call.reply(answer[0], answer[1])
+        elif answer is not None:
+            call.reply(answer)
 
     def _wake(self, topic: str, queue_id: int) -> None:
-        if len(self._polls):
+        if len(self._polls) and not self._gated:
             self._answer_held(self._polls.take(topic, queue_id))
+
+    def _confirm(self, req: StoreConfirmOffsetRequest, _call: Call) -> OkReply:
+        if req.offset < 0:
+            raise InvalidParameterError(f"confirm offset {req.offset} is negative")
+        if self.store.confirm(req.offset) and len(self._polls):
+            # which queues the newly confirmed records belong to is not known here: every
+            # held read looks again, and those still empty wait on until their deadline
+            for held in self._polls.take_all_held():
+                self._read_again(held.item, held.deadline)
+        return OkReply()
 
     def _expire_polls(self) -> None:
         if len(self._polls):
@@ -285,6 +344,15 @@ class StoreApp:
     def _search_offset(self, req: SearchOffsetByTimestampRequest, _call: Call) -> OffsetReply:
         check_topic(req.topic)
         return OffsetReply(self.store.search_offset(req.topic, req.queue_id, req.timestamp_ms))
+
+    def _query_cq(self, req: QueryConsumeQueueRequest, _call: Call) -> ConsumeQueueReply:
+        check_topic(req.topic)
+        if req.index < 0 or not 0 < req.count <= MAX_CQ_ENTRIES or req.queue_id < 0:
+            raise InvalidParameterError(
+                f"queue {req.queue_id}, index {req.index}, count {req.count}: want queue >= 0, "
+                f"index >= 0 and count 1..{MAX_CQ_ENTRIES}"
+            )
+        return self.store.query_cq(req.topic, req.queue_id, req.index, req.count)
 
     def _view_message(self, req: ViewMessageRequest, _call: Call) -> HandlerResult:
         data = self.store.view(req.phys_offset)

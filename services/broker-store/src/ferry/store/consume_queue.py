@@ -200,6 +200,18 @@ class ConsumeQueue:
     def entry_at(self, offset: int) -> tuple[int, int, int] | None:
         return next(self.entries(offset, 1), None)
 
+    def first_past(self, lo: int, hi: int, log_offset: int) -> int:
+        """The first entry of [lo, hi) whose record does not end by log_offset (hi if none):
+        entries are in log order, so a binary search."""
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = self.entry_at(mid)
+            if entry is not None and entry[0] + entry[1] <= log_offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
     def drop_below(self, log_min: int) -> int:
         """Retention: moves min_offset past the entries pointing below the CommitLog's min
         offset and deletes the files wholly before it, never the last (it tells the max

@@ -30,7 +30,9 @@ class LongPollTable(Generic[T]):
         return self._count
 
     def hold(self, topic: str, queue_id: int, item: T, now: float, suspend_ms: int) -> None:
-        deadline = now + min(suspend_ms, MAX_SUSPEND_MS) / 1000
+        self.hold_until(topic, queue_id, item, now + min(suspend_ms, MAX_SUSPEND_MS) / 1000)
+
+    def hold_until(self, topic: str, queue_id: int, item: T, deadline: float) -> None:
         self._held.setdefault((topic, queue_id), []).append(Held(item, deadline))
         self._count += 1
 
@@ -59,7 +61,10 @@ class LongPollTable(Generic[T]):
         return out
 
     def take_all(self) -> list[T]:
-        out = [h.item for held in self._held.values() for h in held]
+        return [h.item for h in self.take_all_held()]
+
+    def take_all_held(self) -> list[Held[T]]:
+        out = [h for held in self._held.values() for h in held]
         self._held.clear()
         self._count = 0
         return out

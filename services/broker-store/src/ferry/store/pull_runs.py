@@ -2,8 +2,8 @@
 
 Records a queue holds side by side in the log (a batch is written in one piece) join into one
 range, so a pull of 256 records from two batches is two slices, not 256. `collect` is the C
-walk over the raw ConsumeQueue entries (no tag filter); `collect_py` is the reference, and the
-only path for filtered pulls.
+walk over the raw ConsumeQueue entries (no filter); `collect_py` is the reference, and the
+only path for filtered pulls (tags, SQL92).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Collection
 
 from ferry import native
 from ferry.store.consume_queue import ConsumeQueue
+from ferry.store.property_filter import RecordMatch
 
 log = logging.getLogger("ferry.store")
 
@@ -55,8 +56,10 @@ def collect_py(
     max_bytes: int,
     wanted: Collection[int] | None,
     log_end: int,
+    match: RecordMatch | None = None,
 ) -> tuple[Runs, int, int]:
-    """As collect, over at most `scan` entries, skipping tags codes not `wanted`."""
+    """As collect, over at most `scan` entries, skipping tags codes not `wanted` and records
+    that do not `match`."""
     runs: list[list[int]] = []
     count = total = 0
     nxt = queue_offset
@@ -64,10 +67,13 @@ def collect_py(
         if wanted is not None and tags not in wanted:
             nxt += 1
             continue
-        if count and total + size > max_bytes:
-            break
         if size <= 0 or phys + size > log_end:
             _outside(cq, nxt, phys, size)
+            break
+        if match is not None and not match(phys, size):
+            nxt += 1
+            continue
+        if count and total + size > max_bytes:
             break
         if runs and runs[-1][1] == phys:
             runs[-1][1] += size

@@ -7,6 +7,7 @@ import struct
 
 from ferry.protocol import record
 from ferry.protocol.errors import QueryNotFoundError
+from ferry.protocol.messages import ConsumeQueueReply, CqEntry
 from ferry.store.commit_log import CommitLog
 from ferry.store.consume_queue import ConsumeQueue
 
@@ -62,3 +63,18 @@ def view_record(log_: CommitLog, phys: int) -> memoryview:
     ):
         raise QueryNotFoundError(f"no message starts at CommitLog offset {phys}")
     return log_.view(phys, phys + size)
+
+
+def cq_entries(
+    log_: CommitLog, cq: ConsumeQueue | None, index: int, count: int
+) -> ConsumeQueueReply:
+    """mqadmin queryCq: the queue's entries from `index` (count at most), each with the store
+    time of its record (-1 when retention deleted it)."""
+    if cq is None:
+        return ConsumeQueueReply(min_offset=0, max_offset=0)
+    start = max(index, cq.min_offset)
+    entries = [
+        CqEntry(start + i, phys, size, tags, store_ms_at(log_, phys) or -1)
+        for i, (phys, size, tags) in enumerate(cq.entries(start, count))
+    ]
+    return ConsumeQueueReply(min_offset=cq.min_offset, max_offset=cq.max_offset, entries=entries)

@@ -25,7 +25,7 @@ from ferry.protocol.errors import (
     InvalidParameterError,
     ServiceNotAvailableError,
 )
-from ferry.protocol.messages import QueueStat, StoreStatusReply
+from ferry.protocol.messages import ConsumeQueueReply, QueueStat, StoreStatusReply
 from ferry.protocol.names import check_topic
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.dir_lock import DirLock, LastStop
@@ -36,7 +36,8 @@ from ferry.store.commit_log import CommitLog
 from ferry.store.consume_queue import ConsumeQueueTable
 from ferry.store.flush import FlushPlan
 from ferry.store.mapped_file import MappedFile, PendingDir, make_dirs
-from ferry.store.queries import offset_by_time, view_record
+from ferry.store.property_filter import record_matcher
+from ferry.store.queries import cq_entries, offset_by_time, view_record
 from ferry.store.recovery import RecoveryReport, recover
 from ferry.store.retention import DiskUsage, Retention, RetentionPolicy, RetentionReport
 
@@ -47,6 +48,9 @@ MAX_GET_MSGS = 65_536
 # ConsumeQueue entries a filtered get looks at before answering NO_MATCHED_MSG (RocketMQ's
 # maxFilterMessageCount)
 FILTER_SCAN = 16_000
+# the same for an SQL92 filter, which reads each record's properties (~2 us a record): fewer,
+# so that one sparse filter holds the store's loop for milliseconds, not tens of them
+SQL_FILTER_SCAN = 4_000
 
 
 class PutResult(NamedTuple):
@@ -106,6 +110,9 @@ class MessageStore:
         self._written = CheckpointData()
         self._closed = False
         self._refusing = ""  # why puts are refused for want of space, while they are
+        # controller mode with allAckInSyncStateSet: how far the group's in-sync set acked
+        # the log; reads stop there (None: reads see the whole log)
+        self.confirmed: int | None = None
 
     @classmethod
     def open(cls, config: BrokerConfig) -> MessageStore:
@@ -255,26 +262,35 @@ class MessageStore:
         max_bytes: int = 4 * 1024 * 1024,
         tag_codes: Collection[int] = (),
         payload: bool = True,
+        sql: str = "",
     ) -> GetResult:
         """Records of a queue from queue_offset, as they lie in the log; with payload=False,
-        only where they lie (runs)."""
+        only where they lie (runs). tag_codes or an SQL92 filter (sql) skip records; skipped
+        ones move the next offset on (NO_MATCHED_MSG when none is left)."""
         cq = self.queues.get(topic, queue_id)
         lo, hi = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
+        if cq is not None and self.confirmed is not None and self.confirmed < self.log.end:
+            # readers see only what the in-sync set holds (gate_reads): the rest may be cut
+            hi = cq.first_past(max(lo, min(queue_offset, hi)), hi, self.confirmed)
         if queue_offset < lo or queue_offset > hi:
             nearest = lo if queue_offset < lo else hi
             return GetResult(PullStatus.OFFSET_ILLEGAL, nearest, lo, hi)
         if queue_offset == hi or cq is None:
             return GetResult(PullStatus.NO_NEW_MSG, queue_offset, lo, hi)
-        max_msgs = min(max(max_msgs, 1), MAX_GET_MSGS)
+        max_msgs = min(max(max_msgs, 1), MAX_GET_MSGS, hi - queue_offset)
         wanted = set(tag_codes) if tag_codes else None
-        scan = max_msgs if wanted is None else max(max_msgs, FILTER_SCAN)
-        if wanted is None and native.ENABLED:
+        match = record_matcher(self.log, sql) if sql else None
+        scan = max_msgs
+        if wanted is not None or match is not None:
+            most = FILTER_SCAN if match is None else SQL_FILTER_SCAN
+            scan = min(max(max_msgs, most), hi - queue_offset)
+        if wanted is None and match is None and native.ENABLED:
             runs, count, nxt = pull_runs.collect(
                 cq, queue_offset, max_msgs, max_bytes, self.log.end
             )
         else:
             runs, count, nxt = pull_runs.collect_py(
-                cq, queue_offset, scan, max_msgs, max_bytes, wanted, self.log.end
+                cq, queue_offset, scan, max_msgs, max_bytes, wanted, self.log.end, match
             )
         if count == 0:
             if nxt > queue_offset:
@@ -287,6 +303,18 @@ class MessageStore:
         else:
             data = b"".join([self.log.view(a, b) for a, b in runs])
         return GetResult(PullStatus.FOUND, nxt, lo, hi, count, data, runs)
+
+    def gate_reads(self) -> None:
+        """From now on queue reads stop at `confirmed`, which only confirm() moves. It starts
+        at the log's end: what a restarted store holds counts as kept."""
+        self.confirmed = self.log.end
+
+    def confirm(self, offset: int) -> bool:
+        """The in-sync set acked the log up to offset; True if readers may see more."""
+        if self.confirmed is None or offset <= self.confirmed:
+            return False
+        self.confirmed = min(offset, self.log.end)
+        return True
 
     def queue_stats(self, topic: str, queue_ids: Collection[int]) -> list[QueueStat]:
         out: list[QueueStat] = []
@@ -313,6 +341,9 @@ class MessageStore:
     def search_offset(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first queue offset stored at or after timestamp_ms (max offset if none)."""
         return offset_by_time(self.log, self.queues.get(topic, queue_id), timestamp_ms)
+
+    def query_cq(self, topic: str, queue_id: int, index: int, count: int) -> ConsumeQueueReply:
+        return cq_entries(self.log, self.queues.get(topic, queue_id), index, count)
 
     def view(self, phys_offset: int) -> memoryview:
         """The record at a CommitLog offset; QueryNotFoundError when there is none."""

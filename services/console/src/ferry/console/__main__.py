@@ -1,4 +1,5 @@
-"""`ferry-console [-n NAMESRV] [--host H] [--port P] [--data-dir D] [-c file] [--set k=v]`."""
+"""`ferry-console [-n NAMESRV] [--host H] [--port P] [--data-dir D] [--access-key A
+--secret-key S] [--tls-server-key F] [--auth-required auto|true|false] [-c file] [--set k=v]`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ FLAGS = (
     Flag(("--host",), "listenHost", "listen host (listenHost, default 127.0.0.1)"),
     Flag(("--port",), "listenPort", "listen port, 0 = any free (listenPort, 8080)", int),
     Flag(("--data-dir",), "consoleDataDir", "where the trace store lives (consoleDataDir)"),
+    Flag(("--access-key",), "accessKey", "the cluster's credentials for the console's sampler"),
+    Flag(("--secret-key",), "secretKey", "... their secret (FERRY_SECRET_KEY keeps it off ps)"),
+    Flag(("--tls-server-key",), "tlsServerKey", "with tlsEnable, the cluster's server.key"),
+    Flag(("--auth-required",), "authRequired", "pages ask for a login: auto, true or false"),
 )
 
 

@@ -20,7 +20,6 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ferry.client import Admin
 from ferry.console import (
     broker_pages,
     cluster_pages,
@@ -29,8 +28,9 @@ from ferry.console import (
     trace_pages,
 )
 from ferry.console.config import ConsoleConfig
+from ferry.console.login import Login, LoginGate
 from ferry.console.sampler import Sampler
-from ferry.console.state import ConsoleState
+from ferry.console.state import Clients, ConsoleState
 from ferry.console.trace_store import TraceStore
 from ferry.console.web import MAX_FORM_BYTES, Renderer, error_response, make_env
 from ferry.protocol.errors import FerryError
@@ -88,9 +88,12 @@ def post(path: str, endpoint: Callable[..., Any], limit: int = MAX_FORM_BYTES) -
     return Route(path, endpoint, methods=["POST"], max_body_size=limit)
 
 
-def build_app(state: ConsoleState) -> Starlette:
+def build_app(state: ConsoleState, login: Login) -> Starlette:
     routes = [
         Route("/healthz", healthz),
+        Route("/login", login.login_page),
+        post("/login", login.login),
+        post("/logout", login.logout),
         Route("/", broker_pages.cluster_page),
         Route("/topics", cluster_pages.topics_page),
         post("/topics", cluster_pages.update_topic),
@@ -131,22 +134,25 @@ def advertised(host: str) -> str:
 class ConsoleApp:
     def __init__(self, config: ConsoleConfig) -> None:
         self.config = config
-        admin = Admin(config.namesrv_addr, timeout_ms=config.admin_timeout_ms)
+        # the console's own clients: the sampler's, and the pages' when no login is needed
+        clients = Clients(config, config.credentials(), config.server_key())
         traces = TraceStore(
             config.data_dir / "traces.sqlite3",
             max_bytes=config.trace_store_max_bytes,
             retention_ms=config.trace_retention_hours * 3600_000,
         )
         sampler = Sampler(
-            admin,
+            clients.admin,
             interval_s=config.sample_interval_ms / 1000,
             slots=config.sample_slots,
             max_topics=config.max_sampled_topics,
             max_groups=config.max_sampled_groups,
         )
         renderer = Renderer(make_env(), {"namesrv": config.namesrv_addr})
-        self.state = ConsoleState(config, admin, sampler, traces, renderer)
-        self.app = CatchAll(build_app(self.state), renderer)
+        self.state = ConsoleState(config, clients, sampler, traces, renderer)
+        self.login = Login(self.state)
+        gate = LoginGate(build_app(self.state, self.login), self.login, renderer)
+        self.app = CatchAll(gate, renderer)
 
     def run(self) -> None:
         # uvicorn logs a line per malformed request: anyone could fill the log with them
@@ -166,15 +172,15 @@ class ConsoleApp:
                 h11_max_incomplete_event_size=64 * 1024,
             )
         )
-        self.state.admin.start()
+        self.state.clients.start()
         self.state.sampler.start()
         addr = f"{advertised(self.config.listen_host)}:{port}"
         try:
             asyncio.run(self._serve(server, sock, addr))
         finally:
             self.state.sampler.stop()
+            self.login.close()
             self.state.close()
-            self.state.admin.shutdown()
             self.state.traces.close()
             sock.close()
 

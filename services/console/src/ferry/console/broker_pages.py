@@ -1,5 +1,6 @@
 """The cluster page: name servers and every broker with its rates, totals, uptime, CommitLog
-and disk use (from each broker's runtime info), and a messages-in chart per broker."""
+and disk use (from each broker's runtime info), a messages-in chart per broker, and in
+controller mode each group's master, epoch and in-sync set (controller_view.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from starlette.responses import Response
 
 from ferry.console.charts import line_chart
 from ferry.console.cluster_pages import console
+from ferry.console.controller_view import group_views
 from ferry.console.state import ConsoleState
 from ferry.console.web import fmt_duration
 from ferry.protocol.errors import FerryError
@@ -114,6 +116,7 @@ def cluster_page(request: Request) -> Response:
     return st.renderer.page(
         "cluster.html",
         brokers=rows,
+        controlled=group_views(st.admin, st.controllers, st.config.controller_addr, info),
         charts=charts,
         namesrvs=namesrvs,
         rounds=rounds,

@@ -13,6 +13,7 @@ from starlette.responses import RedirectResponse, Response
 from ferry.client import MessageQueue
 from ferry.client.allocate import allocate
 from ferry.console.charts import line_chart
+from ferry.console.login import scoped
 from ferry.console.state import ConsoleState
 from ferry.console.web import BadRequest, form, int_value, param, parse_time, same_origin
 from ferry.protocol.codes import Perm
@@ -26,8 +27,19 @@ ASSIGNMENT_STRATEGY = "averagely"
 
 
 def console(request: Request) -> ConsoleState:
+    """The console's state as this request's login sees it (its own clients)."""
     state: ConsoleState = request.app.state.console
-    return state
+    return scoped(request, state)
+
+
+def console_wide(request: Request) -> ConsoleState:
+    """console() for a page of what the console gathered itself, with its own credentials
+    (the sampler's group list, the trace store): a logged-in user sees it only when allowed
+    to list the cluster (Cluster List, which getAllTopicList needs); else NoPermission."""
+    st = console(request)
+    if st.user:
+        st.admin.topic_list()
+    return st
 
 
 def topic_kind(topic: str) -> str:
@@ -172,7 +184,7 @@ async def update_topic(request: Request) -> Response:
 
 
 def groups_page(request: Request) -> Response:
-    st = console(request)
+    st = console_wide(request)
     rounds, sample_error = st.sampler.status()
     return st.renderer.page(
         "groups.html", groups=st.sampler.groups(), rounds=rounds, sample_error=sample_error
@@ -229,6 +241,7 @@ def group_page(request: Request) -> Response:
     total = sum(r.lag or 0 for rows in progress.values() for r in rows)
     return st.renderer.page(
         "group.html",
+        pops=st.admin.pop_progress(group),  # a pop group's messages in flight
         group=group,
         members=member_list,
         progress=progress,

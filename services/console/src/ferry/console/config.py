@@ -8,10 +8,16 @@ from pathlib import Path
 
 import msgspec
 
-from ferry.protocol.errors import ConfigError
+from ferry.client.controller_admin import parse_controllers
+from ferry.protocol.auth import Credentials
+from ferry.protocol.errors import ConfigError, InvalidParameterError
 from ferry.runtime.config import _conf_name
 
 MiB = 1024 * 1024
+# the CLI's variables (sdk ferry/cli/credentials.py), taken by the console alike
+ACCESS_ENV = "FERRY_ACCESS_KEY"
+SECRET_ENV = "FERRY_SECRET_KEY"  # noqa: S105 - a variable's name, not a secret
+TLS_ENV = "FERRY_TLS_SERVER_KEY"
 
 
 class ConsoleConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
@@ -39,6 +45,49 @@ class ConsoleConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
     max_concurrent_requests: int = 64
     # answers of the brokers and name servers the console waits for
     admin_timeout_ms: int = 3000
+    # controller mode: the controller(s), host:port[;host:port]; empty: each broker group's
+    # own controllerAddr, read from its brokers' config
+    controller_addr: str = ""
+    # the cluster's credentials for the console's background work (the sampler), when
+    # authentication is on; else FERRY_ACCESS_KEY / FERRY_SECRET_KEY as the CLI takes them.
+    # Pages never use them: with a login each session signs with its user's own.
+    access_key: str = ""
+    secret_key: str = ""
+    # with tlsEnable: the cluster's server.key (CURVE public key); else FERRY_TLS_SERVER_KEY
+    tls_server_key: str = ""
+    # whether pages ask for a login: auto (when the console has credentials, or when the
+    # cluster refuses an unsigned request with NoCredentials), true, or false
+    auth_required: str = "auto"
+    # a login lasts this long without use (and never more than sessionMaxHours)
+    session_timeout_minutes: int = 30
+    session_max_hours: int = 12
+    # when set, /v1/traces takes only exports carrying "Authorization: Bearer <otlpToken>"
+    # (services: OTEL_EXPORTER_OTLP_TRACES_HEADERS=Authorization=Bearer%20<otlpToken>)
+    otlp_token: str = ""
+    # logged-in sessions kept at once (each has its own clients); the oldest goes first
+    max_sessions: int = 64
+
+    def __repr__(self) -> str:  # the secret must reach no log line
+        fields = msgspec.structs.asdict(self)
+        for key in ("secret_key", "otlp_token"):
+            if fields[key]:
+                fields[key] = "***"
+        return f"ConsoleConfig({', '.join(f'{k}={v!r}' for k, v in fields.items())})"
+
+    def credentials(self) -> Credentials | None:
+        """The console's own credentials (config, else the CLI's variables); None: none."""
+        access = self.access_key or os.environ.get(ACCESS_ENV, "")
+        secret = self.secret_key or os.environ.get(SECRET_ENV, "")
+        if not access and not secret:
+            return None
+        if not access or not secret:
+            raise ConfigError(
+                f"give both accessKey and secretKey (or {ACCESS_ENV} and {SECRET_ENV})"
+            )
+        return Credentials(access, secret)
+
+    def server_key(self) -> str | None:
+        return self.tls_server_key or os.environ.get(TLS_ENV) or None
 
     @property
     def data_dir(self) -> Path:
@@ -69,3 +118,15 @@ class ConsoleConfig(msgspec.Struct, rename=_conf_name, kw_only=True):
             raise ConfigError("maxConcurrentRequests must be at least 1")
         if self.admin_timeout_ms < 100:
             raise ConfigError("adminTimeoutMs must be at least 100")
+        if self.auth_required not in ("auto", "true", "false"):
+            raise ConfigError(f"authRequired must be auto, true or false: {self.auth_required!r}")
+        if self.session_timeout_minutes < 1 or self.session_max_hours < 1:
+            raise ConfigError("sessionTimeoutMinutes and sessionMaxHours must be at least 1")
+        if self.max_sessions < 1:
+            raise ConfigError("maxSessions must be at least 1")
+        self.credentials()
+        if self.controller_addr:
+            try:
+                parse_controllers(self.controller_addr)
+            except InvalidParameterError as err:
+                raise ConfigError(f"controllerAddr: {err.message}") from err

@@ -3,6 +3,7 @@ path of one message (its traces and every trace linked to them) as a waterfall."
 
 from __future__ import annotations
 
+import hmac
 import re
 from dataclasses import asdict
 
@@ -10,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ferry.console.cluster_pages import console
+from ferry.console.cluster_pages import console, console_wide
 from ferry.console.otlp import (
     JSON,
     PROTOBUF,
@@ -32,8 +33,18 @@ MAX_MSG_ID_CHARS = 128
 
 async def receive_traces(request: Request) -> Response:
     """OTLP/HTTP export: 200 with an empty ExportTraceServiceResponse (in the request's
-    encoding); 400 for what cannot be decoded, 413 above the size limit, 415 for other types."""
+    encoding); 400 for what cannot be decoded, 413 above the size limit, 415 for other types;
+    401 without the bearer token when otlpToken is set."""
     st = console(request)
+    token = st.config.otlp_token
+    if token and not hmac.compare_digest(
+        request.headers.get("authorization", "").encode(), f"Bearer {token}".encode()
+    ):
+        return Response(
+            "an export needs Authorization: Bearer <otlpToken>",
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     content_type = request.headers.get("content-type", "")
     media = content_type.split(";", 1)[0].strip().lower()
     if media not in (PROTOBUF, JSON):
@@ -56,7 +67,7 @@ async def receive_traces(request: Request) -> Response:
 
 
 def traces_page(request: Request) -> Response:
-    st = console(request)
+    st = console_wide(request)
     msg_id = param(request, "msg_id", max_chars=MAX_MSG_ID_CHARS)
     if msg_id:
         return message_trace(request, msg_id)
@@ -66,7 +77,7 @@ def traces_page(request: Request) -> Response:
 
 
 def trace_page(request: Request) -> Response:
-    st = console(request)
+    st = console_wide(request)
     trace_id = request.path_params["trace_id"].lower()
     if not _TRACE_ID.match(trace_id):
         raise BadRequest("a trace id is 32 hex digits")
@@ -88,7 +99,7 @@ def message_traces(request: Request, msg_id: str) -> tuple[list[str], list[SpanR
     """Traces whose spans name the message, plus the trace in its traceparent property when
     its topic is given (a message sent by a client that exports nowhere still shows the
     broker's spans), plus the traces linked to or from them: (trace ids, spans, note)."""
-    st = console(request)
+    st = console_wide(request)
     topic = param(request, "topic")
     extra: list[str] = []
     note = ""
@@ -106,7 +117,7 @@ def message_traces(request: Request, msg_id: str) -> tuple[list[str], list[SpanR
 
 
 def message_trace(request: Request, msg_id: str) -> Response:
-    st = console(request)
+    st = console_wide(request)
     _ids, spans, note = message_traces(request, msg_id)
     return st.renderer.page(
         "trace.html",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import calendar
+import contextvars
 import logging
 import time
 import urllib.parse
@@ -37,6 +38,9 @@ TEMPLATES = Path(__file__).parent / "templates"
 MAX_PARAM_CHARS = 512
 MAX_FORM_BYTES = 64 * 1024
 TIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M")
+
+# who is logged in (login.LoginGate sets it per request; "" when nobody): the page header
+current_user: contextvars.ContextVar[str] = contextvars.ContextVar("console_user", default="")
 
 _STATUS = {
     InvalidParameterError: 400,
@@ -113,6 +117,7 @@ class Renderer:
         self._site = dict(site)
 
     def page(self, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        context.setdefault("user", current_user.get())
         html = self._env.get_template(name).render(site=self._site, **context)
         return HTMLResponse(html, status_code=status_code)
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 import math
 from urllib.parse import urlsplit
 
-import msgspec
-
 from ferry.protocol.errors import ConfigError
+from ferry.runtime.security.config import SecurityConfig
 
 MIN_HEARTBEAT_TIMEOUT_MS = 2000  # etcd's shortest lease is about 2 s (1.5 election timeouts)
 
 
-class ControllerConfig(msgspec.Struct, rename="camel", kw_only=True):
+class ControllerConfig(SecurityConfig, rename="camel", kw_only=True):
     controller_listen_port: int = 9878
     listen_host: str = "127.0.0.1"
     # etcd's client URLs, `;`-separated; the controller moves to the next one on a failure
@@ -42,6 +41,7 @@ class ControllerConfig(msgspec.Struct, rename="camel", kw_only=True):
         if not 10 <= self.etcd_timeout_mills <= 60_000:
             raise ConfigError("etcdTimeoutMills must be within 10..60000")
         self.endpoints()
+        self.check_security()
 
     def endpoints(self) -> list[tuple[str, str, int]]:
         """etcdEndpoints as (scheme, host, port); ConfigError naming a bad one."""

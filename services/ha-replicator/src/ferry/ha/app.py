@@ -62,6 +62,7 @@ class HaApp:
             self.service.on(HaWaitAckRequest, self.master.wait_ack)
             feed = self.service.ctx.socket(zmq.SUB)
             feed.linger = 0
+            self.service.secure_client(feed)
             feed.rcvhwm = FEED_HWM
             feed.connect(config.store_feed_endpoint)  # subscribed while a slave is attached
             self._feed = feed

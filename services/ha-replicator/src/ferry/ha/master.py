@@ -7,7 +7,10 @@ acks what lies below its offset. A request for bytes the master does not have ye
 until the store's dispatch feed announces them, and answered from the feed's own payload
 when it starts there (no store round trip), else with a raw read from the store.
 
-SYNC_MASTER sends wait here (HaWaitAckRequest) until a slave acked their end offset.
+SYNC_MASTER sends wait here (HaWaitAckRequest) until a slave acked their end offset; in
+controller mode with allAckInSyncStateSet, until every slave of the group's in-sync set did
+(the set remoting last handed over: a wait is answered as soon as the slaves still in the set
+acked, even when the set shrank while it waited).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 from ferry.ha.config import HaConfig
 from ferry.protocol.codes import SendStatus
-from ferry.protocol.errors import HaLogDivergedError, IllegalStateError
+from ferry.protocol.errors import HaLogDivergedError, IllegalStateError, InvalidParameterError
 from ferry.protocol.messages import (
     AnyReply,
     ErrorReply,
@@ -51,6 +54,7 @@ log = logging.getLogger("ferry.ha.master")
 CACHE_BYTES = 16 * 1024 * 1024  # recent feed payloads kept to answer slaves without a read
 STORE_TIMEOUT_S = 10.0
 MAX_SUSPEND_MS = 60_000
+MAX_REPLICAS = 64  # ids an in-sync set may name (a bound on bad input, not a design limit)
 
 
 @dataclass
@@ -136,6 +140,9 @@ class MasterReplicator:
         self._waiters: list[tuple[int, int, float, Call]] = []  # (offset, seq, deadline, call)
         self._seq = itertools.count()
         self._max_gap = config.ha_max_gap_not_in_sync
+        # allAckInSyncStateSet: the in-sync set's slaves, every one of which must ack (None:
+        # any one slave in sync will do)
+        self._all_of: frozenset[int] | None = None
         # a slave asks again at least every heartbeat interval; twice that is silence
         self._alive_s = 2 * config.ha_send_heartbeat_interval / 1000 + 1.0
         self._refusals = ThrottledLog(log)
@@ -251,7 +258,7 @@ class MasterReplicator:
         if link is None:
             raise IllegalStateError(f"no session {req.session} here; say hello again")
         if link.held is not None:  # an older request the slave gave up on
-            link.held.reply(HaTransferReply(link.acked, link.acked, self.log_end))
+            link.held.reply(self._transfer_reply(link.acked, link.acked))
             link.held = None
         now = time.monotonic()
         link.last_seen = now
@@ -267,7 +274,7 @@ class MasterReplicator:
             self._serve(link, call, req)
             return None
         if req.suspend_ms <= 0:
-            return HaTransferReply(req.from_offset, req.from_offset, self.log_end)
+            return self._transfer_reply(req.from_offset, req.from_offset)
         link.held = call
         link.held_until = now + min(req.suspend_ms, MAX_SUSPEND_MS) / 1000
         return None
@@ -277,7 +284,7 @@ class MasterReplicator:
         cached = self.cache.take(req.from_offset, max_bytes)
         if cached is not None:
             nxt, data = cached
-            call.reply(HaTransferReply(req.from_offset, nxt, self.log_end), [data])
+            call.reply(self._transfer_reply(req.from_offset, nxt), [data])
             return
         link.reading = True
 
@@ -287,9 +294,7 @@ class MasterReplicator:
                 self.log_min = body.min_offset
                 self.log_end = max(self.log_end, body.max_offset)
                 data = frames[0] if frames else b""
-                call.reply(
-                    HaTransferReply(body.from_offset, body.next_offset, self.log_end), [data]
-                )
+                call.reply(self._transfer_reply(body.from_offset, body.next_offset), [data])
             else:
                 call.reply(_as_error(body))
 
@@ -320,6 +325,8 @@ class MasterReplicator:
 
     def wait_ack(self, req: HaWaitAckRequest, call: Call) -> HandlerResult:
         now = time.monotonic()
+        if req.all_of is not None:
+            return self._wait_all(req, call, now)
         # the put's end: the feed may not have told us yet (or is not followed yet); held
         # transfers can be served up to it
         self._grow(req.offset)
@@ -333,11 +340,48 @@ class MasterReplicator:
         heapq.heappush(self._waiters, (req.offset, next(self._seq), deadline, call))
         return None
 
+    def _wait_all(self, req: HaWaitAckRequest, call: Call, now: float) -> HandlerResult:
+        assert req.all_of is not None
+        if len(req.all_of) > MAX_REPLICAS or any(i < 1 for i in req.all_of):
+            raise InvalidParameterError(
+                f"all_of names {len(req.all_of)} slaves: at most {MAX_REPLICAS} ids of 1 or more"
+            )
+        all_of = frozenset(req.all_of)
+        if all_of != self._all_of:
+            if self._all_of is not None:
+                log.info("in-sync set's slaves: %s -> %s", sorted(self._all_of), sorted(all_of))
+            self._all_of = all_of
+            self._release_waiters()  # a slave left the set: waits that only lacked it end
+        if req.offset <= 0:  # a changed set, or remoting asking how far the set holds the log
+            return HaWaitAckReply(SendStatus.SEND_OK, self._confirmed())
+        self._grow(req.offset)
+        confirmed = self._confirmed()
+        if confirmed >= req.offset:
+            return HaWaitAckReply(SendStatus.SEND_OK, confirmed)
+        deadline = now + max(req.timeout_ms, 0) / 1000
+        heapq.heappush(self._waiters, (req.offset, next(self._seq), deadline, call))
+        return None
+
+    def _transfer_reply(self, start: int, stop: int) -> HaTransferReply:
+        confirmed = self._confirmed() if self._all_of is not None else 0
+        return HaTransferReply(start, stop, self.log_end, confirmed)
+
+    def _confirmed(self) -> int:
+        """How far the log is safe: any one slave's ack, or with allAckInSyncStateSet the
+        least ack of the set's slaves (a slave of the set not connected acked nothing; a set
+        of the master alone holds the whole log, as RocketMQ's confirm offset)."""
+        if self._all_of is None:
+            return self._best_ack()
+        if not self._all_of:
+            return self.log_end
+        acked = {link.broker_id: link.acked for link in self.links.values()}
+        return min(acked.get(slave, 0) for slave in self._all_of)
+
     def _best_ack(self) -> int:
         return max((link.acked for link in self.links.values()), default=0)
 
     def _release_waiters(self) -> None:
-        best = self._best_ack()
+        best = self._confirmed()
         while self._waiters and self._waiters[0][0] <= best:
             _, _, _, call = heapq.heappop(self._waiters)
             call.reply(HaWaitAckReply(SendStatus.SEND_OK, best))
@@ -349,7 +393,7 @@ class MasterReplicator:
         for link in self.links.values():
             if link.held is not None and link.held_until <= now:
                 call, link.held = link.held, None
-                call.reply(HaTransferReply(link.acked, link.acked, self.log_end))
+                call.reply(self._transfer_reply(link.acked, link.acked))
         if self._waiters:
             expired = [w for w in self._waiters if w[2] <= now]
             if expired:

@@ -33,6 +33,7 @@ from ferry.protocol.messages import (
     StoreStatusRequest,
 )
 from ferry.runtime import telemetry
+from ferry.runtime.confirm_relay import ConfirmRelay
 from ferry.runtime.service import Peer, Service
 
 log = logging.getLogger("ferry.ha.slave")
@@ -52,6 +53,8 @@ class SlaveReplicator:
         self.config = config
         self.service = service
         self.store = store
+        # allAckInSyncStateSet: the store's readers see only what the master's set holds
+        self._confirm = ConfirmRelay(store)
         self.addr = addr
         self.master_addr = config.ha_master_address
         self.master = service.connect_peer(f"tcp://{self.master_addr}")
@@ -187,6 +190,8 @@ class SlaveReplicator:
             self._retry(RETRY_S)
             return
         self.master_max = body.master_max_offset
+        if body.confirmed:
+            self._confirm.advance(body.confirmed)
         data = frames[0] if frames else b""
         if body.next_offset <= body.from_offset or not data:
             self._transfer(epoch)  # nothing new: ask again (the ask is the heartbeat)

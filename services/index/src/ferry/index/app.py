@@ -102,6 +102,7 @@ class IndexApp:
         self._closed = False
         feed = self.service.ctx.socket(zmq.SUB)
         feed.linger = 0
+        self.service.secure_client(feed)
         # bounded buffers: a stalled index loses notices (and reads the log) rather than
         # letting the kernel hold tens of MB of them
         feed.rcvhwm = FEED_HWM

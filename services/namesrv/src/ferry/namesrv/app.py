@@ -5,21 +5,32 @@ from __future__ import annotations
 import logging
 import time
 
+import msgspec
+
+from ferry.namesrv.kv_store import KvStore, check_entry
+from ferry.namesrv.live_config import LiveConfig
 from ferry.namesrv.route_table import BrokerRef, RouteTable
 from ferry.protocol.errors import InvalidParameterError
 from ferry.protocol.messages import (
     AddWritePermRequest,
     ClusterInfoReply,
+    DeleteKvConfigRequest,
     DeleteTopicInNamesrvRequest,
     GetAllTopicListRequest,
     GetClusterInfoRequest,
+    GetKvConfigRequest,
+    GetNamesrvConfigRequest,
     GetRouteInfoRequest,
+    KvConfigReply,
+    KvDeletedReply,
     OkReply,
+    PutKvConfigRequest,
     RegisterBrokerReply,
     RegisterBrokerRequest,
     RouteInfoReply,
     TopicListReply,
     UnregisterBrokerRequest,
+    UpdateNamesrvConfigRequest,
     WipeWritePermRequest,
     WritePermReply,
 )
@@ -33,6 +44,7 @@ log = logging.getLogger("ferry.namesrv")
 SERVICE_NAME = "namesrv"
 
 MAX_PORT = 65535
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # the kv namespace updateOrderConf writes
 
 
 def now_ms() -> int:
@@ -75,6 +87,9 @@ class NamesrvApp:
     def __init__(self, config: NamesrvConfig) -> None:
         self.config = config
         self.table = RouteTable()
+        self.kv = KvStore(config.kv_config_path)
+        self.live = LiveConfig(config, self._config_changed)
+        self._scan_generation = 0
         self.service = Service(SERVICE_NAME, version=package_version("ferry-namesrv"))
         endpoint = self.service.bind_router(f"tcp://{config.listen_host}:{config.listen_port}")
         self.addr = dial_address(endpoint)
@@ -86,7 +101,12 @@ class NamesrvApp:
         self.service.on(DeleteTopicInNamesrvRequest, self._delete_topic)
         self.service.on(WipeWritePermRequest, self._wipe_write_perm)
         self.service.on(AddWritePermRequest, self._add_write_perm)
-        self.service.every(config.scan_not_active_broker_interval / 1000, self._scan)
+        self.service.on(GetNamesrvConfigRequest, self.live.get)
+        self.service.on(UpdateNamesrvConfigRequest, self.live.update)
+        self.service.on(PutKvConfigRequest, self._put_kv)
+        self.service.on(GetKvConfigRequest, self._get_kv)
+        self.service.on(DeleteKvConfigRequest, self._delete_kv)
+        self._arm_scan()
 
     def run(self) -> None:
         announce_ready(SERVICE_NAME, addr=self.addr)
@@ -128,7 +148,11 @@ class NamesrvApp:
 
     def _route(self, req: GetRouteInfoRequest, _call: Call) -> RouteInfoReply:
         check_topic(req.topic)
-        return RouteInfoReply(self.table.route(req.topic))
+        route = self.table.route(req.topic)
+        order = self.kv.get(ORDER_TOPIC_CONFIG, req.topic)
+        if order is not None:
+            route = msgspec.structs.replace(route, order_topic_conf=order)
+        return RouteInfoReply(route)
 
     def _cluster_info(self, _req: GetClusterInfoRequest, _call: Call) -> ClusterInfoReply:
         return self.table.cluster_info()
@@ -156,7 +180,37 @@ class NamesrvApp:
         log.info("write permission of %s restored (%d topics)", req.broker_name, topics)
         return WritePermReply(topics=topics)
 
+    # ---- kv store and config (mqadmin updateKvConfig, deleteKvConfig, updateNamesrvConfig) ----
+
+    def _put_kv(self, req: PutKvConfigRequest, _call: Call) -> OkReply:
+        self.kv.put(req.namespace, req.key, req.value)
+        return OkReply()
+
+    def _get_kv(self, req: GetKvConfigRequest, _call: Call) -> KvConfigReply:
+        check_entry(req.namespace, req.key)
+        value = self.kv.get(req.namespace, req.key)
+        return KvConfigReply(found=value is not None, value=value or "")
+
+    def _delete_kv(self, req: DeleteKvConfigRequest, _call: Call) -> KvDeletedReply:
+        return KvDeletedReply(existed=self.kv.delete(req.namespace, req.key))
+
+    def _config_changed(self, keys: set[str]) -> None:
+        if "scanNotActiveBrokerInterval" in keys:
+            self._arm_scan()  # the old chain of scans stops at its next turn
+
     # ---- background ----
+
+    def _arm_scan(self) -> None:
+        self._scan_generation += 1
+        generation = self._scan_generation
+
+        def turn() -> None:
+            if generation != self._scan_generation:
+                return
+            self._scan()
+            self.service.later(self.config.scan_not_active_broker_interval / 1000, turn)
+
+        self.service.later(self.config.scan_not_active_broker_interval / 1000, turn)
 
     def _scan(self) -> None:
         for removed in self.table.expire(now_ms()):

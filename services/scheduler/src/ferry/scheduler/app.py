@@ -41,6 +41,7 @@ from ferry.scheduler.delivery import HOLDING_TOPICS, Deliverer
 from ferry.scheduler.progress import FILE_NAME as PROGRESS_FILE
 from ferry.scheduler.progress import Progress, load_progress, save_progress
 from ferry.scheduler.recovery import SCAN_GRACE_MS, StartupScan
+from ferry.scheduler.revive import ReviveService
 from ferry.scheduler.scheduler_metrics import SchedulerMetrics
 from ferry.scheduler.timers import Timers
 
@@ -85,7 +86,9 @@ class SchedulerApp:
         # ---- COMPONENTS: everything that runs in this process, started after the start-up
         # scan and stopped before the last save. Add a part here (start/stop/status, see
         # component.py); it may use self.service, self.store and self.config.
-        self.components: list[Component] = [self.delays, self.timers]
+        # pop consumption's checkpoints, acks and revivals (revive.py)
+        self.revive = ReviveService(self.service, self.store, config.broker_cluster_name, self.root)
+        self.components: list[Component] = [self.delays, self.timers, self.revive]
         # ---- end of COMPONENTS
         if metrics.enabled():
             SchedulerMetrics(self)

@@ -51,6 +51,9 @@ class SendMessageRequest(Request, frozen=True, tag="send"):
     # the records' msg ids (UNIQ_KEY) joined by ",", as a producer has them at hand: the
     # broker's send span lists them as they are; "" and the broker finds them in the records
     msg_ids: str = ""
+    # request/reply (count 1): the broker stamps its cluster and address on the record
+    # (ferry.protocol.messages.reply), where the reply finds its way back
+    request_reply: bool = False
 
 
 class SendMessageReply(Reply, frozen=True, tag="send_reply"):
@@ -71,8 +74,9 @@ class PullMessageRequest(Request, frozen=True, tag="pull"):
     max_msgs: int = 32
     max_bytes: int = 4 * 1024 * 1024
     suspend_ms: int = 0  # long polling: hold up to this long when nothing is there
-    expression: str = "*"  # tags: "*" or "TagA || TagB"
+    expression: str = "*"  # tags: "*" or "TagA || TagB"; or an SQL92 filter
     commit_offset: int = -1  # piggybacked consumer offset commit; -1 for none
+    expression_type: str = "TAG"  # or SQL92 (needs enablePropertyFilter=true)
 
 
 class PullMessageReply(Reply, frozen=True, tag="pull_reply"):
@@ -261,6 +265,9 @@ class EndTransactionRequest(Request, frozen=True, tag="end_transaction"):
     msg_id: str = ""
     transaction_id: str = ""
     from_transaction_check: bool = False  # an answer to CheckTransactionStateNotice
+    # the half message's real topic (checked against it): what authorization checks Pub on;
+    # empty (older clients): Pub on the producer group
+    topic: str = ""
 
 
 class CheckTransactionStateNotice(Reply, frozen=True, tag="check_transaction_state_notice"):

@@ -36,6 +36,7 @@ class TopicConfig(msgspec.Struct, frozen=True, omit_defaults=True):
 class SubscriptionData(msgspec.Struct, frozen=True, omit_defaults=True):
     topic: str
     expression: str = "*"
+    expression_type: str = "TAG"  # TAG ("*", "TagA || TagB") or SQL92 (ferry.protocol.sql_filter)
 
 
 class OffsetEntry(msgspec.Struct, frozen=True, array_like=True):

@@ -97,14 +97,22 @@ class HaTransferReply(Reply, frozen=True, tag="ha_transfer_reply"):
     from_offset: int
     next_offset: int
     master_max_offset: int
+    # allAckInSyncStateSet: how far every slave of the in-sync set holds the log (0: not
+    # known); the slave's store reads no further (ferry.runtime.confirm_relay)
+    confirmed: int = 0
 
 
 class HaWaitAckRequest(Request, frozen=True, tag="ha_wait_ack"):
-    """Remoting of a SYNC_MASTER: answer once a slave acked the log up to `offset`."""
+    """Remoting of a SYNC_MASTER: answer once a slave acked the log up to `offset`.
+
+    all_of (controller mode, allAckInSyncStateSet): the slaves of the group's in-sync set, ALL
+    of which must ack; it replaces the set earlier waits wait on. offset 0 only hands over a
+    changed set (answered SEND_OK at once)."""
 
     code = RequestCode.HA_WAIT_ACK
     offset: int
     timeout_ms: int = 5000
+    all_of: list[int] | None = None
 
 
 class HaWaitAckReply(Reply, frozen=True, tag="ha_wait_ack_reply"):
@@ -177,6 +185,9 @@ class GrantWriteLeaseRequest(Request, frozen=True, tag="grant_write_lease"):
     code = RequestCode.GRANT_WRITE_LEASE
     until_monotonic: float
     epoch: int
+    # the replicas in sync: the controller's set joined with the one the master just proposed
+    # (either may be elected); what allAckInSyncStateSet waits for and minInSyncReplicas counts
+    sync_state_set: list[int] = []
 
 
 HaRequest: TypeAlias = (

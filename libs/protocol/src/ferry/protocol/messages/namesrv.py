@@ -29,6 +29,9 @@ class BrokerData(msgspec.Struct, frozen=True, omit_defaults=True):
 class TopicRouteData(msgspec.Struct, frozen=True, omit_defaults=True):
     queue_datas: list[QueueData]
     broker_datas: list[BrokerData]
+    # the name server's ORDER_TOPIC_CONFIG kv entry for the topic (updateOrderConf), e.g.
+    # "broker-a:4;broker-b:4"; "" when none
+    order_topic_conf: str = ""
 
 
 # ---- name server ----------------------------------------------------------------------------

@@ -41,6 +41,8 @@ class StoreGetRequest(Request, frozen=True, tag="store_get"):
     max_bytes: int = 4 * 1024 * 1024
     # tag hash codes to keep; empty keeps everything
     tag_codes: list[int] = []
+    # an SQL92 filter over each record's properties (ferry.protocol.sql_filter); "" for none
+    sql: str = ""
     suspend_ms: int = 0
     # FOUND answers with the records' log ranges (runs), not the records: the asker reads
     # the CommitLog files itself (remoting on the store's machine)
@@ -133,6 +135,14 @@ class StoreUpdateConfigRequest(Request, frozen=True, tag="store_update_config"):
     properties: dict[str, str]
 
 
+class StoreConfirmOffsetRequest(Request, frozen=True, tag="store_confirm_offset"):
+    """Remoting to its store (allAckInSyncStateSet): every replica of the in-sync set holds
+    the log up to `offset`; queue reads may go that far."""
+
+    code = RequestCode.STORE_CONFIRM_OFFSET
+    offset: int
+
+
 # this role's requests and replies: AnyRequest and AnyReply (the package) join them
 StoreRequest: TypeAlias = (
     StorePutRequest
@@ -142,6 +152,7 @@ StoreRequest: TypeAlias = (
     | StoreStatusRequest
     | StoreDeleteTopicRequest
     | StoreUpdateConfigRequest
+    | StoreConfirmOffsetRequest
 )
 
 StoreReply: TypeAlias = (

@@ -1,0 +1,142 @@
+"""What every asyncio client needs once: connections, routes, periodic tasks, its identity.
+
+Routes are the sync SDK's RouteTable, filled here by asking the name servers on zmq.asyncio;
+the sync code that reads them (Publisher, rebalancing) never fetches: callers `await ensure()`
+first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from opentelemetry import trace
+
+from ferry.client.aio.transport import AsyncConnection, AsyncPool
+from ferry.client.instance import DEFAULT_API_TIMEOUT_S, ClientIdentity
+from ferry.client.route import RouteTable, TopicRoute, parse_namesrv
+from ferry.client.tracing import Tracing
+from ferry.client.transport import Result
+from ferry.protocol.auth import Credentials
+from ferry.protocol.errors import FerryError, IllegalStateError, TopicNotExistError
+from ferry.protocol.messages import AnyReply, AnyRequest, GetRouteInfoRequest, Reply, RouteInfoReply
+
+log = logging.getLogger("ferry.client.aio")
+
+R = TypeVar("R", bound=Reply)
+
+
+class AsyncRoutes(RouteTable):
+    """A RouteTable whose owner fetches routes over zmq.asyncio."""
+
+    def __init__(self, namesrv_addrs: list[str], pool: AsyncPool, timeout_s: float) -> None:
+        super().__init__(namesrv_addrs)
+        self._pool = pool
+        self._timeout_s = timeout_s
+
+    async def namesrv_request(self, body: AnyRequest, cls: type[R]) -> R:
+        """Asks the name servers in turn, as RouteCache.namesrv_request does."""
+        errors: list[tuple[str, FerryError]] = []
+        for index, addr in self.namesrv_order():
+            outcome: Result | FerryError
+            try:
+                outcome = await self._pool.get(addr).request(body, timeout_s=self._timeout_s)
+            except FerryError as err:
+                outcome = err
+            reply = self.namesrv_outcome(index, outcome, errors, cls)
+            if reply is not None:
+                return reply
+        raise self.none_answered(errors)
+
+    async def fetch_route(self, topic: str) -> TopicRoute:
+        """Asks the name servers now; TopicNotExistError when no broker serves the topic."""
+        try:
+            reply = await self.namesrv_request(GetRouteInfoRequest(topic=topic), RouteInfoReply)
+        except TopicNotExistError:
+            self.forget(topic)
+            raise
+        return self.learn(topic, reply.route)
+
+    async def ensure(self, topic: str) -> TopicRoute:
+        """The route get() will give without fetching."""
+        return self.fresh(topic) or await self.fetch_route(topic)
+
+    async def refresh_all(self) -> None:
+        """Periodic refresh; a failure keeps the old route."""
+        for topic in self.topics():
+            try:
+                await self.fetch_route(topic)
+            except FerryError as err:
+                log.info("route refresh of %s: %s", topic, err)
+
+
+class AsyncClientInstance(ClientIdentity):
+    """Built by a client's start() inside the running loop, closed by its shutdown()."""
+
+    def __init__(
+        self,
+        namesrv: str,
+        *,
+        role: str,
+        api_timeout_s: float = DEFAULT_API_TIMEOUT_S,
+        tracer_provider: trace.TracerProvider | None = None,
+        credentials: Credentials | None = None,
+        tls_server_key: str | None = None,
+    ) -> None:
+        addrs = parse_namesrv(namesrv)
+        super().__init__(addrs, role)
+        self.api_timeout_s = api_timeout_s
+        self._notice_listeners: list[Callable[[str, AnyReply], None]] = []
+        self.pool = AsyncPool(self._on_notice, credentials, tls_server_key)
+        self.routes = AsyncRoutes(addrs, self.pool, api_timeout_s)
+        self.tracing = Tracing(tracer_provider, self.client_id)
+        self.tracing.refresh()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def connection(self, address: str) -> AsyncConnection:
+        return self.pool.get(address)
+
+    def on_notice(self, listener: Callable[[str, AnyReply], None]) -> None:
+        """listener(broker address, notice), called on the loop; it must not block."""
+        self._notice_listeners.append(listener)
+
+    def _on_notice(self, address: str, body: AnyReply) -> None:
+        for listener in list(self._notice_listeners):
+            listener(address, body)
+
+    def every(self, period_s: float, job: Callable[[], Awaitable[None]]) -> None:
+        """Runs `job` every period_s until close(); a failure is logged, the next runs."""
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(period_s)
+                try:
+                    await job()
+                except Exception:
+                    log.exception("periodic task of %s failed", self.client_id)
+
+        self.spawn(loop())
+
+    def spawn(self, work: Awaitable[None]) -> None:
+        """A background task of this client, cancelled by close()."""
+        if self.pool.closed:
+            raise IllegalStateError("client is shut down")
+
+        async def run() -> None:
+            await work
+
+        task = asyncio.create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.pool.close()

@@ -1,0 +1,370 @@
+"""The asyncio producer: the sync Producer's sends, on zmq.asyncio.
+
+It shares the sync SDK's parts: ProducerSettings (options), Preparer (checks and encoding),
+Publisher (queues, round robin, broker avoidance, latency fault tolerance), SendRetries (retry
+rules), TopicAccumulator and build_batch (automatic batching), outgoing (requests and
+results). Only the waiting is its own.
+
+`send(msg)` without a queue or timeout and `send_async(msg)` go through the automatic
+batcher when auto_batch is on (as the sync send_async): messages that many tasks send at once
+travel in one request; an idle producer sends each message at once. Cancelling a task that
+awaits a send stops the wait; a message that has already left may still be stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Self
+
+from ferry.client.aio.instance import AsyncClientInstance
+from ferry.client.aio.requester import AsyncRequester
+from ferry.client.async_sender import Batch, TopicAccumulator, build_batch
+from ferry.client.heartbeats import stamped
+from ferry.client.instance import not_started
+from ferry.client.message import Message, MessageExt, MessageQueue, SendResult
+from ferry.client.outgoing import Outgoing, each_result, joined_result, send_request
+from ferry.client.prepare import Preparer
+from ferry.client.producer_settings import ProducerSettings
+from ferry.client.publish import Publisher, Target, chosen_target, no_route_error
+from ferry.client.request_reply import DEFAULT_REQUEST_TIMEOUT_MS
+from ferry.client.selector import Selector
+from ferry.client.send_retry import SendRetries
+from ferry.client.transport import expect
+from ferry.protocol.errors import FerryError, TopicNotExistError
+from ferry.protocol.messages import HeartbeatRequest, SendMessageReply, UnregisterClientRequest
+from ferry.protocol.names import AUTO_CREATE_TOPIC_KEY
+
+log = logging.getLogger("ferry.client.aio.producer")
+
+Chosen = Callable[[Publisher], Target]
+
+
+class Producer(ProducerSettings):
+    """Sends messages of one producer group from asyncio tasks (one event loop)."""
+
+    _instance: AsyncClientInstance | None = None
+    _publisher: Publisher | None = None
+    _preparer: Preparer | None = None
+
+    # ---- lifecycle ----
+
+    async def start(self) -> None:
+        if self._instance is not None:
+            return
+        inst = AsyncClientInstance(
+            self.namesrv,
+            role="producer",
+            tracer_provider=self._tracer_provider,
+            credentials=self._credentials,
+            tls_server_key=self._tls_server_key,
+        )
+        self._publisher, self._preparer = self._sending_parts(inst.routes, inst, inst.tracing)
+        self._topics: dict[str, TopicAccumulator] = {}
+        self._waiters: dict[Batch, list[asyncio.Future[SendResult]]] = {}  # by batch, in order
+        self._sending: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self._requester = AsyncRequester(inst, self._preparer, self._send_request)
+        self._instance = inst
+        inst.every(self._poll_namesrv_s, inst.routes.refresh_all)
+        inst.every(self._heartbeat_s, self.heartbeat)
+        # a broker learns of us at once
+        inst.routes.on_new_master(lambda addr: inst.spawn(self._heartbeat_to(addr)))
+
+    async def shutdown(self) -> None:
+        """Sends what is waiting in batches, waits for it (up to the send timeout), leaves."""
+        inst = self._instance
+        if inst is None:
+            return
+        self._closing = True
+        for topic, acc in self._topics.items():
+            self._launch(topic, acc, flush=True)
+        if self._sending:
+            await asyncio.wait(list(self._sending), timeout=self.send_timeout_s)
+        self._requester.close()
+        await self._leave(inst)
+        self._instance = None
+        await inst.close()
+
+    async def _leave(self, inst: AsyncClientInstance) -> None:
+        body = UnregisterClientRequest(client_id=inst.client_id, producer_group=self.group)
+        addrs = set(inst.routes.master_addrs().values())
+        calls = [inst.connection(addr).request(body, timeout_s=1.0) for addr in addrs]
+        for outcome in await asyncio.gather(*calls, return_exceptions=True):
+            if isinstance(outcome, FerryError):
+                log.debug("unregister failed: %s", outcome)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.shutdown()
+
+    @property
+    def client_id(self) -> str:
+        return self._started().client_id
+
+    async def heartbeat(self) -> None:
+        """Tells every known broker this client belongs to the group (every 30 s)."""
+        inst = self._started()
+        for addr in set(inst.routes.master_addrs().values()):
+            await self._heartbeat_to(addr)
+
+    async def _heartbeat_to(self, addr: str) -> None:
+        inst = self._instance
+        if inst is None:
+            return
+        body = HeartbeatRequest(client_id=inst.client_id, producer_groups=[self.group])
+        try:
+            await inst.connection(addr).request(stamped(body, inst), timeout_s=inst.api_timeout_s)
+        except FerryError as err:
+            log.debug("heartbeat to %s failed: %s", addr, err)
+
+    # ---- sends ----
+
+    async def send(
+        self,
+        msg: Message,
+        to: MessageQueue | Selector | int | None = None,
+        arg: Any = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        """As the sync send(): send(msg), send(msg, timeout_ms), send(msg, queue),
+        send(msg, selector, arg); retries within the timeout; raises the typed error."""
+        where, arg, timeout_s = self._send_args(to, arg, timeout_ms)
+        if where is None:
+            if timeout_ms is None and self._batching.enabled:
+                return await self.send_async(msg)
+            out = self._encoder().prepare_one(msg)
+            return joined_result(out, *await self._traced(out, timeout_s))
+        out = self._encoder().prepare([msg])
+        choice = where
+
+        def chosen(pub: Publisher) -> Target:
+            return chosen_target(pub, out.topic, msg, choice, arg)
+
+        return joined_result(out, *await self._traced(out, timeout_s, chosen))
+
+    async def send_batch(self, msgs: Iterable[Message]) -> SendResult:
+        """Messages of one topic in one request (see the sync send_batch)."""
+        out = self._encoder().batch(msgs)
+        return joined_result(out, *await self._traced(out, self.send_timeout_s))
+
+    async def send_orderly(self, msg: Message, sharding_key: str | bytes) -> SendResult:
+        """The same key goes to the same queue; not retried on another queue."""
+        out = self._encoder().prepare([msg])
+        return joined_result(
+            out,
+            *await self._traced(
+                out, self.send_timeout_s, lambda pub: pub.orderly_target(out.topic, sharding_key)
+            ),
+        )
+
+    async def send_oneway(
+        self, msg: Message, to: MessageQueue | Selector | None = None, arg: Any = None
+    ) -> None:
+        """Fire and forget: no reply, no retry. `to`: a queue, or a selector given `arg`."""
+        out = self._encoder().prepare([msg])
+        inst, publisher = self._parts()
+        try:
+            await self._route_ready(out.topic)
+            if to is None:
+                target = publisher.next_target(out.topic, may_block=False)
+                assert target is not None
+            else:
+                target = chosen_target(publisher, out.topic, msg, to, arg)
+            await inst.connection(target.address).send_oneway(
+                send_request(self.group, out, target, self.default_topic_queue_nums),
+                [out.payload],
+                timeout_s=self.send_timeout_s,
+                traceparent=out.traceparent,
+                tracestate=out.tracestate,
+            )
+        except Exception as err:
+            inst.tracing.end(out.span, err)
+            raise
+        inst.tracing.end(out.span, address=target.address, queue_id=target.queue.queue_id)
+
+    def send_async(self, msg: Message) -> asyncio.Future[SendResult]:
+        """Starts a send and returns its Future at once; messages of a topic sent this way
+        are batched automatically while earlier requests are in flight (auto_batch)."""
+        encoder = self._encoder()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[SendResult] = loop.create_future()
+        plain = encoder.plain(msg) if self._batching.enabled else None
+        if plain is not None:
+            self._enqueue(msg.topic, plain, plain.size, waiter)
+            return waiter
+        out = encoder.prepare_one(msg)
+        if self._batching.enabled and out.batchable:
+            self._enqueue(out.topic, out, len(out.payload), waiter)
+            return waiter
+        return asyncio.ensure_future(self._send_alone(out))
+
+    async def _send_alone(self, out: Outgoing) -> SendResult:
+        return await self._send_request(out, self.send_timeout_s)
+
+    async def _send_request(self, out: Outgoing, timeout_s: float) -> SendResult:
+        return joined_result(out, *await self._traced(out, timeout_s))
+
+    # ---- request/reply ----
+
+    async def request(
+        self, msg: Message, timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
+    ) -> MessageExt:
+        """RocketMQ's request(): sends msg and returns the reply its consumer sends with
+        reply(); ReplyTimeoutError when none comes within timeout_ms."""
+        self._started()
+        return await self._requester.request(msg, timeout_ms)
+
+    # ---- automatic batches ----
+
+    def _enqueue(
+        self, topic: str, item: Any, size: int, waiter: asyncio.Future[SendResult]
+    ) -> None:
+        acc = self._topics.get(topic)
+        if acc is None:
+            acc = self._topics[topic] = TopicAccumulator(self._batching)
+        acc.add(item, size)
+        # the batch it joined: still open, or just sealed by it
+        batch = acc.waiting if acc.waiting is not None else acc.sealed[-1]
+        waiters = self._waiters.get(batch)
+        if waiters is None:
+            waiters = self._waiters[batch] = []
+        waiters.append(waiter)
+        if acc.in_flight < self._batching.max_batches_in_flight or self._closing:
+            self._launch(topic, acc)
+
+    def _launch(self, topic: str, acc: TopicAccumulator, *, flush: bool = False) -> None:
+        """Sends the batches the accumulator lets go now, each in a task of its own."""
+        window = 1 << 30 if self._closing else self._batching.max_batches_in_flight
+        for batch in acc.ready(time.monotonic(), window, flush or self._closing):
+            task = asyncio.create_task(self._send_batch(topic, acc, batch))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _send_batch(self, topic: str, acc: TopicAccumulator, batch: Batch) -> None:
+        inst = self._started()
+        tracing = inst.tracing
+        items = batch.items
+        waiters = self._waiters.pop(batch, [])
+        outs = [i for i in items if isinstance(i, Outgoing)] if tracing.enabled else []
+        try:
+            out = build_batch(topic, items, inst.msg_ids, inst.born_host, self.compress_over)
+            # the send timeout counts from the batch's first message, as the sync batcher's
+            remaining = max(1e-3, batch.started + self.send_timeout_s - time.monotonic())
+            reply, target = await self._deliver(out, remaining)
+            results = each_result(out, target, reply)
+        except FerryError as err:
+            for part in outs:
+                tracing.end(part.span, err)
+            for waiter in waiters:
+                if not waiter.done():  # a waiter its caller cancelled is left alone
+                    waiter.set_exception(err)
+        else:
+            for part in outs:
+                tracing.end(part.span, address=target.address, queue_id=target.queue.queue_id)
+            for waiter, result in zip(waiters, results, strict=True):
+                if not waiter.done():
+                    waiter.set_result(result)
+        finally:
+            # after the tasks just woken have run: what they send next joins the batch
+            # that leaves now, instead of the first of them leaving alone
+            asyncio.get_running_loop().call_soon(self._batch_done, topic, acc)
+
+    def _batch_done(self, topic: str, acc: TopicAccumulator) -> None:
+        acc.in_flight -= 1
+        if self._instance is not None:
+            self._launch(topic, acc)
+
+    # ---- attempts and retries ----
+
+    async def _traced(
+        self, out: Outgoing, timeout_s: float, chosen: Chosen | None = None
+    ) -> tuple[Target, SendMessageReply]:
+        """_deliver, with the message's send span ended by its outcome."""
+        tracing = self._started().tracing
+        try:
+            reply, target = await self._deliver(out, timeout_s, chosen)
+        except BaseException as err:
+            tracing.end(out.span, err if isinstance(err, Exception) else None)
+            raise
+        tracing.end(out.span, address=target.address, queue_id=target.queue.queue_id)
+        return target, reply
+
+    async def _deliver(
+        self, out: Outgoing, timeout_s: float, chosen: Chosen | None = None
+    ) -> tuple[SendMessageReply, Target]:
+        """Sends with the sync producer's retry rules (SendRetries)."""
+        _, publisher = self._parts()
+        retries = SendRetries(out.topic, self.retry_times, timeout_s)
+        for remaining in retries:
+            target: Target | None = None
+            try:
+                await self._route_ready(out.topic)
+                if chosen is None:
+                    target = publisher.next_target(out.topic, retries.avoid, may_block=False)
+                    if target is None:  # the fallback route expired meanwhile
+                        continue
+                else:
+                    target = chosen(publisher)
+                return await self._attempt(out, target, remaining), target
+            except FerryError as err:
+                if not retries.failed(err, publisher, target):
+                    break
+        raise retries.final_error()
+
+    async def _attempt(self, out: Outgoing, target: Target, timeout_s: float) -> SendMessageReply:
+        inst = self._started()
+        started = time.monotonic()
+        broker = target.queue.broker_name
+        try:
+            result = await inst.connection(target.address).request(
+                send_request(self.group, out, target, self.default_topic_queue_nums),
+                [out.payload],
+                timeout_s=timeout_s,
+                traceparent=out.traceparent,
+                tracestate=out.tracestate,
+            )
+        except FerryError as err:
+            self._faults.update(broker, 0, failed=err.retriable)
+            raise
+        self._faults.update(broker, (time.monotonic() - started) * 1000)
+        return expect(result, SendMessageReply)
+
+    async def _route_ready(self, topic: str) -> None:
+        """Fetches the topic's route unless the Publisher has one (its own, or TBW102's for a
+        topic a broker will create), so that its choices never ask the name servers."""
+        _, publisher = self._parts()
+        if publisher.route(topic, may_block=False) is not None:
+            return
+        routes = self._started().routes
+        try:
+            await routes.fetch_route(topic)
+        except TopicNotExistError:
+            try:
+                default = await routes.ensure(AUTO_CREATE_TOPIC_KEY)
+            except TopicNotExistError:
+                raise no_route_error(topic) from None
+            publisher.use_fallback(topic, default)
+
+    # ---- internals ----
+
+    def _started(self) -> AsyncClientInstance:
+        inst = self._instance
+        if inst is None:
+            raise not_started(f"producer {self.group}")
+        return inst
+
+    def _parts(self) -> tuple[AsyncClientInstance, Publisher]:
+        inst = self._started()
+        assert self._publisher is not None
+        return inst, self._publisher
+
+    def _encoder(self) -> Preparer:
+        self._started()
+        assert self._preparer is not None
+        return self._preparer

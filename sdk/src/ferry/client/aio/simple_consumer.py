@@ -1,0 +1,214 @@
+"""SimpleConsumer for asyncio: RocketMQ 5's pop consumption (see ferry.client.SimpleConsumer).
+
+Requests and replies are pop_codec's, shared with the sync consumer; only the waiting is
+asyncio's. A receive cancelled while it long-polls leaves nothing pending on this side; the
+broker may still have popped messages for it, which come back after their invisible time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Self
+
+from opentelemetry import trace
+
+from ferry.client.aio.instance import AsyncClientInstance
+from ferry.client.heartbeats import stamped
+from ferry.client.instance import not_started
+from ferry.client.message import ConsumeFromWhere, MessageExt
+from ferry.client.message_selector import Expression
+from ferry.client.pop_codec import (
+    PopSettings,
+    ack_request,
+    apply_change,
+    batch_ack_errors,
+    batch_ack_request,
+    change_request,
+    check_subscription,
+    decode_pop_reply,
+    heartbeat_request,
+    no_target_error,
+    receive_rounds,
+    reply_timeout_s,
+    route_targets,
+)
+from ferry.client.route import parse_namesrv
+from ferry.client.transport import expect
+from ferry.protocol.auth import Credentials
+from ferry.protocol.errors import BrokerNotExistError, FerryError
+from ferry.protocol.messages import (
+    BatchAckMessageReply,
+    ChangeInvisibleTimeReply,
+    OkReply,
+    PopMessageReply,
+)
+
+log = logging.getLogger("ferry.client.aio.simple_consumer")
+
+
+class SimpleConsumer:
+    """Durations in seconds, as the sync SimpleConsumer's."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str,
+        subscriptions: Mapping[str, Expression] | None = None,
+        *,
+        await_duration: float = 20.0,
+        invisible_duration: float = 60.0,
+        consume_from: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
+        max_reconsume_times: int = 16,
+        heartbeat_interval_ms: int = 30_000,
+        tracer_provider: trace.TracerProvider | None = None,
+        credentials: Credentials | None = None,
+        tls_server_key: str | None = None,
+    ) -> None:
+        """As ferry.client.SimpleConsumer's (pop_codec.PopSettings checks them)."""
+        self.settings = PopSettings(
+            group, await_duration, invisible_duration, consume_from, max_reconsume_times
+        )
+        parse_namesrv(namesrv)
+        for topic, expression in (subscriptions or {}).items():
+            check_subscription(topic, expression)
+        self.group = group
+        self.namesrv = namesrv
+        self.subscriptions: dict[str, Expression] = dict(subscriptions or {})
+        self._heartbeat_s = heartbeat_interval_ms / 1000
+        self._client_args = (tracer_provider, credentials, tls_server_key)
+        self._instance: AsyncClientInstance | None = None
+        self._turn = itertools.count()
+
+    async def start(self) -> None:
+        if self._instance is not None:
+            return
+        provider, credentials, key = self._client_args
+        self._instance = AsyncClientInstance(
+            self.namesrv,
+            role="consumer",
+            tracer_provider=provider,
+            credentials=credentials,
+            tls_server_key=key,
+        )
+        await self.heartbeat()
+        self._instance.every(self._heartbeat_s, self.heartbeat)
+
+    async def shutdown(self) -> None:
+        inst, self._instance = self._instance, None
+        if inst is not None:
+            await inst.close()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.shutdown()
+
+    def _started(self) -> AsyncClientInstance:
+        if self._instance is None:
+            raise not_started(f"simple consumer {self.group}")
+        return self._instance
+
+    async def subscribe(self, topic: str, expression: Expression = "*") -> None:
+        check_subscription(topic, expression)
+        self.subscriptions[topic] = expression
+        await self.heartbeat()
+
+    def unsubscribe(self, topic: str) -> None:
+        self.subscriptions.pop(topic, None)
+
+    async def heartbeat(self) -> None:
+        """Makes the group (a POP consumer) and its subscriptions known to the brokers."""
+        inst = self._instance
+        if inst is None:
+            return
+        body = heartbeat_request(inst.client_id, self.group, self.subscriptions)
+        addrs: set[str] = set()
+        for topic in list(self.subscriptions):
+            try:
+                addrs.update((await inst.routes.ensure(topic)).master_addrs.values())
+            except FerryError as err:  # no route yet: the next beat tries again
+                log.debug("no route for %s yet: %s", topic, err)
+        for addr in sorted(addrs):
+            try:
+                await inst.connection(addr).request(
+                    stamped(body, inst), timeout_s=inst.api_timeout_s
+                )
+            except FerryError as err:
+                log.debug("heartbeat to %s failed: %s", addr, err)
+
+    async def receive(
+        self, max_messages: int = 32, invisible_duration: float | None = None
+    ) -> list[MessageExt]:
+        """Up to max_messages messages, waiting up to await_duration for the first ones; []
+        when none came. Each stays invisible to the group for invisible_duration."""
+        inst = self._started()
+        targets = [
+            target
+            for topic, expression in sorted(self.subscriptions.items(), key=lambda kv: kv[0])
+            for target in route_targets(topic, expression, await inst.routes.ensure(topic))
+        ]
+        if not targets:
+            raise no_target_error(self.group, self.subscriptions)
+        settings = self.settings
+        for target, await_s in receive_rounds(targets, next(self._turn), settings.await_duration):
+            req = settings.request(
+                target,
+                max_messages=max_messages,
+                invisible_duration=invisible_duration,
+                await_s=await_s,
+                client_id=inst.client_id,
+            )
+            conn = inst.connection(target.addr)
+            result = await conn.request(req, timeout_s=reply_timeout_s(await_s, inst.api_timeout_s))
+            msgs = decode_pop_reply(expect(result, PopMessageReply), result[1], target.broker_name)
+            if msgs:
+                return msgs
+        return []
+
+    async def _addr_of(self, msg: MessageExt) -> str:
+        routes = self._started().routes
+        addr = routes.addr_of(msg.broker_name)
+        if addr is None:
+            await routes.fetch_route(msg.topic)
+            addr = routes.addr_of(msg.broker_name)
+        if addr is None:
+            raise BrokerNotExistError(f"no address for broker {msg.broker_name!r}")
+        return addr
+
+    async def ack(self, msg: MessageExt) -> None:
+        """The message is consumed; InvalidReceiptHandleError when its handle is stale."""
+        inst = self._started()
+        conn = inst.connection(await self._addr_of(msg))
+        expect(
+            await conn.request(ack_request(self.group, msg), timeout_s=inst.api_timeout_s), OkReply
+        )
+
+    async def ack_batch(self, msgs: Sequence[MessageExt]) -> list[FerryError | None]:
+        """One request per broker; per message None, or the error ack() would raise."""
+        inst = self._started()
+        by_addr: dict[str, list[int]] = {}
+        for i, msg in enumerate(msgs):
+            by_addr.setdefault(await self._addr_of(msg), []).append(i)
+        out: list[FerryError | None] = [None] * len(msgs)
+        for addr, indexes in by_addr.items():
+            req = batch_ack_request(self.group, [msgs[i] for i in indexes])
+            result = await inst.connection(addr).request(req, timeout_s=inst.api_timeout_s)
+            for i, err in zip(
+                indexes, batch_ack_errors(expect(result, BatchAckMessageReply)), strict=True
+            ):
+                out[i] = err
+        return out
+
+    async def change_invisible_duration(self, msg: MessageExt, duration: float) -> None:
+        """The message stays invisible `duration` s from now; its receipt handle is renewed."""
+        inst = self._started()
+        conn = inst.connection(await self._addr_of(msg))
+        req = change_request(self.group, msg, duration)
+        apply_change(
+            msg,
+            expect(await conn.request(req, timeout_s=inst.api_timeout_s), ChangeInvisibleTimeReply),
+        )

@@ -1,0 +1,321 @@
+"""POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME: pop consumption's broker side.
+
+A pop reads from the group's consume offset of one queue at a time (the topic's queues in
+turn, and the group's %RETRY% queue), hands what it found to the scheduler's revive service,
+which stores the checkpoint that keeps those messages invisible, and only then advances the
+group's offset past them and answers. One pop per (group, queue) is in flight at a time, so
+consumers sharing a queue never get the same message while it is invisible. When no queue
+has anything, the pop is tried again every POLL_RETRY_S until its poll time is up.
+
+Acks and changes of invisible time are passed to the revive service, which holds what is in
+flight and checks the receipt handle. docs/architecture.md (pop consumption) has the design.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ferry.protocol import record
+from ferry.protocol.codes import Perm, PullStatus
+from ferry.protocol.errors import (
+    BrokerSystemError,
+    FerryError,
+    InvalidParameterError,
+    NoPermissionError,
+    ServiceNotAvailableError,
+    TopicNotExistError,
+)
+from ferry.protocol.messages import (
+    AckMessageRequest,
+    AnyReply,
+    BatchAckMessageRequest,
+    ChangeInvisibleTimeRequest,
+    ErrorReply,
+    PopCheckpoint,
+    PopCheckpointReply,
+    PopCheckpointRequest,
+    PopMessageReply,
+    PopMessageRequest,
+    StoreGetReply,
+    StoreGetRequest,
+)
+from ferry.protocol.names import check_group, check_topic
+from ferry.remoting.consumer_offsets import ConsumerOffsetTable
+from ferry.remoting.expression import store_filter
+from ferry.remoting.group_topics import GroupTopics
+from ferry.remoting.stats import BrokerStats
+from ferry.remoting.subscription_groups import SubscriptionGroupTable
+from ferry.remoting.topic_table import TopicTable
+from ferry.runtime.config import BrokerConfig
+from ferry.runtime.service import Call, Peer, Service
+
+MAX_POP_MSGS = 256
+MAX_POLL_MS = 30_000
+MIN_INVISIBLE_MS = 100
+MAX_INVISIBLE_MS = 12 * 3600 * 1000  # as RocketMQ's proxy
+POLL_RETRY_S = 0.05
+STORE_TIMEOUT_S = 10.0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PopProcessor:
+    def __init__(
+        self,
+        broker_name: str,
+        topics: TopicTable,
+        groups: SubscriptionGroupTable,
+        offsets: ConsumerOffsetTable,
+        group_topics: GroupTopics,
+        store: Peer,
+        revive: Peer | None,
+        service: Service,
+        stats: BrokerStats,
+    ) -> None:
+        self._broker_name = broker_name
+        self._topics = topics
+        self._groups = groups
+        self._offsets = offsets
+        self._group_topics = group_topics
+        self._store = store
+        self._revive = revive
+        self._service = service
+        self._stats = stats
+        self.busy: set[tuple[str, str, int]] = set()  # (group, topic, queue) being popped
+        self._waiting: list[Callable[[], None]] = []  # pops that found only busy queues
+        self._turn = itertools.count()
+        self.broker_perm: int = Perm.READ_WRITE
+        self.property_filter = False  # enablePropertyFilter: SQL92 pops
+
+    def apply_config(self, config: BrokerConfig) -> None:
+        """The keys read here that updateBrokerConfig may change live."""
+        self.broker_perm = config.broker_permission
+        self.property_filter = config.enable_property_filter
+
+    def release(self, key: tuple[str, str, int]) -> None:
+        """A pop of the queue ended: pops that skipped it as busy look again now."""
+        self.busy.discard(key)
+        waiting, self._waiting = self._waiting, []
+        for again in waiting:
+            self._service.later(0, again)
+
+    def wait_for_release(self, again: Callable[[], None]) -> None:
+        self._waiting.append(again)
+
+    def _revive_peer(self) -> Peer:
+        if self._revive is None:
+            raise ServiceNotAvailableError(
+                f"broker {self._broker_name} runs no scheduler (schedulerEndpoint): no pop"
+            )
+        return self._revive
+
+    # ---- pop ----
+
+    def pop(self, req: PopMessageRequest, call: Call) -> None:
+        revive = self._revive_peer()
+        topic = self._topics.get(req.topic)
+        if topic is None:
+            check_topic(req.topic)
+            raise TopicNotExistError(
+                f"topic {req.topic!r} does not exist on broker {self._broker_name}"
+            )
+        if not topic.perm & Perm.READ or not self.broker_perm & Perm.READ:
+            raise NoPermissionError(
+                f"topic {req.topic!r} is not readable on broker {self._broker_name}"
+            )
+        if not 1 <= req.max_msgs <= MAX_POP_MSGS:
+            raise InvalidParameterError(f"max_msgs must be within 1..{MAX_POP_MSGS}")
+        if not MIN_INVISIBLE_MS <= req.invisible_ms <= MAX_INVISIBLE_MS:
+            raise InvalidParameterError(
+                f"invisible_ms must be within {MIN_INVISIBLE_MS}..{MAX_INVISIBLE_MS}"
+            )
+        group = self._groups.ensure(req.consumer_group)
+        if not group.consume_enable:
+            raise NoPermissionError(f"consumer group {req.consumer_group!r} may not consume")
+        codes, sql = store_filter(
+            req.expression_type,
+            req.expression,
+            sql_enabled=self.property_filter,
+            broker=self._broker_name,
+        )
+        retry = self._group_topics.retry(req.consumer_group).topic_name
+        self._group_topics.dlq(req.consumer_group)  # where revivals out of times go
+        limit = req.max_reconsume_times
+        if limit < 0:
+            limit = group.retry_max_times
+        queues = [(req.topic, i, list(codes), sql) for i in range(topic.read_queue_nums)]
+        # copies keep their tags; any of them is for this group (RocketMQ's filterSupportRetry
+        # is false by default: retries are not filtered)
+        queues.append((retry, 0, [], ""))
+        deadline = time.monotonic() + min(max(req.poll_ms, 0), MAX_POLL_MS) / 1000
+        _PopScan(self, revive, req, call, queues, next(self._turn), deadline, limit).run()
+
+
+class _PopScan:
+    """One pop: the queues in turn from `start`; each round that finds nothing waits
+    POLL_RETRY_S and starts over, until the deadline."""
+
+    def __init__(
+        self,
+        owner: PopProcessor,
+        revive: Peer,
+        req: PopMessageRequest,
+        call: Call,
+        queues: list[tuple[str, int, list[int], str]],
+        start: int,
+        deadline: float,
+        limit: int,
+    ) -> None:
+        self.o = owner
+        self.revive = revive
+        self.req = req
+        self.call = call
+        self.queues = queues
+        self.start = start
+        self.deadline = deadline
+        self.limit = limit
+        self.tried = 0
+        self.skipped: set[tuple[str, str, int]] = set()  # queues held by other pops
+
+    def run(self) -> None:
+        if self.call.done:
+            return
+        if self.tried >= len(self.queues):
+            self.tried = 0
+            skipped, self.skipped = self.skipped, set()
+            if skipped and time.monotonic() < self.deadline:
+                # other pops held queues that may have more: look again when one ends (at
+                # once if one ended during this round, as its wake-up came before this wait)
+                if skipped & self.o.busy:
+                    self.o.wait_for_release(self.run)
+                else:
+                    self.o._service.later(0, self.run)
+            elif time.monotonic() + POLL_RETRY_S < self.deadline:
+                self.o._service.later(POLL_RETRY_S, self.run)
+            else:
+                self.call.reply(PopMessageReply(status=PullStatus.NO_NEW_MSG))
+            return
+        qtopic, qid, codes, sql = self.queues[(self.start + self.tried) % len(self.queues)]
+        self.tried += 1
+        group = self.req.consumer_group
+        key = (group, qtopic, qid)
+        if key in self.o.busy:
+            self.skipped.add(key)
+            self.run()
+            return
+        offset = self.o._offsets.get(group, qtopic, qid)
+        first = offset is None
+        if offset is None:
+            offset = 0
+        self.o.busy.add(key)
+
+        def on_get(body: AnyReply, frames: list[Any]) -> None:
+            if not isinstance(body, StoreGetReply):
+                self.o.release(key)
+                self._fail(body)
+                return
+            if first and not self.req.from_first and qtopic == self.req.topic:
+                # a group new to this queue starts at its end (ConsumeFromWhere LAST_OFFSET)
+                self.o._offsets.commit(group, qtopic, qid, body.max_offset)
+                self.o.release(key)
+                self.run()
+                return
+            if body.status != PullStatus.FOUND or not frames:
+                if body.next_begin_offset != offset:  # filtered out or moved: skip them
+                    self.o._offsets.commit(group, qtopic, qid, body.next_begin_offset)
+                self.o.release(key)
+                self.run()
+                return
+            self._checkpoint(key, body, bytes(frames[0]))
+
+        self.o._store.request(
+            StoreGetRequest(
+                topic=qtopic,
+                queue_id=qid,
+                queue_offset=offset,
+                max_msgs=self.req.max_msgs,
+                tag_codes=codes,
+                sql=sql,
+            ),
+            on_get,
+            timeout_s=STORE_TIMEOUT_S,
+        )
+
+    def _checkpoint(self, key: tuple[str, str, int], body: StoreGetReply, frame: bytes) -> None:
+        group, qtopic, qid = key
+        recs = [r for r in record.iter_records(frame) if r.topic == qtopic]
+        now = now_ms()
+        ck = PopCheckpoint(
+            group=group,
+            topic=self.req.topic,
+            queue_topic=qtopic,
+            queue_id=qid,
+            pop_ms=now,
+            revive_at_ms=now + self.req.invisible_ms,
+            max_reconsume_times=self.limit,
+            queue_offsets=[r.queue_offset for r in recs],
+            phys_offsets=[r.phys_offset for r in recs],
+        )
+
+        def on_ck(reply: AnyReply, _frames: list[Any]) -> None:
+            self.o.release(key)
+            if not isinstance(reply, PopCheckpointReply):
+                self._fail(reply)  # not advanced: the next pop reads them again
+                return
+            self.o._offsets.commit(group, qtopic, qid, body.next_begin_offset)
+            self.o._stats.count_get(group, qtopic, len(recs), len(frame))
+            self.call.reply(
+                PopMessageReply(status=PullStatus.FOUND, count=len(recs), handles=reply.handles),
+                [frame],
+            )
+
+        self.revive.request(PopCheckpointRequest(checkpoint=ck), on_ck, timeout_s=STORE_TIMEOUT_S)
+
+    def _fail(self, body: AnyReply) -> None:
+        if isinstance(body, ErrorReply):
+            self.call.reply(body)
+        else:
+            self.call.fail(BrokerSystemError(f"unexpected {type(body).__name__} in a pop"))
+
+
+class PopSettleProcessor:
+    """Acks and changes of invisible time, passed to the revive service that checks them."""
+
+    def __init__(self, owner: PopProcessor) -> None:
+        self._owner = owner
+
+    def ack(self, req: AckMessageRequest, call: Call) -> None:
+        check_group(req.consumer_group)
+        self._forward(req, call)
+
+    def batch_ack(self, req: BatchAckMessageRequest, call: Call) -> None:
+        check_group(req.consumer_group)
+        self._forward(req, call)
+
+    def change(self, req: ChangeInvisibleTimeRequest, call: Call) -> None:
+        check_group(req.consumer_group)
+        if not MIN_INVISIBLE_MS <= req.invisible_ms <= MAX_INVISIBLE_MS:
+            raise InvalidParameterError(
+                f"invisible_ms must be within {MIN_INVISIBLE_MS}..{MAX_INVISIBLE_MS}"
+            )
+        self._forward(req, call)
+
+    def _forward(
+        self,
+        req: AckMessageRequest | BatchAckMessageRequest | ChangeInvisibleTimeRequest,
+        call: Call,
+    ) -> None:
+        revive = self._owner._revive_peer()
+
+        def on_reply(body: AnyReply, _frames: list[Any]) -> None:
+            call.reply(body)
+
+        try:
+            revive.request(req, on_reply, timeout_s=STORE_TIMEOUT_S)
+        except FerryError as err:
+            call.fail(err)
