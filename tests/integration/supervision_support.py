@@ -131,7 +131,11 @@ class ServedBroker:
         """SIGTERM; its exit code once it and its output have ended."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(60)
+        try:
+            return self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            tail = "\n".join(self.reader.lines[-40:])
+            raise AssertionError(f"the tree did not stop within 60 s of SIGTERM:\n{tail}") from None
 
     def close(self) -> None:
         if self.proc.poll() is None:

@@ -4,6 +4,7 @@ ferry.runtime and the services (the `ferry[server]` extra) are imported when it 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -65,12 +66,24 @@ def serve(
 
 
 def on_signals() -> threading.Event:
-    """An event set by SIGTERM or SIGINT (Ctrl-C): the supervisor's cue to stop."""
+    """An event set by SIGTERM or SIGINT (Ctrl-C): the supervisor's cue to stop.
+
+    The handler only writes a byte to a pipe, and a thread of its own sets the event.
+    Event.set() in the handler itself deadlocks when the signal lands while the main thread
+    holds that event's lock, in its own stop.wait(): a handler runs on the main thread."""
     stop = threading.Event()
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
 
     def on_signal(_signum: int, _frame: Any) -> None:
+        with contextlib.suppress(BlockingIOError):  # full of earlier signals: set already
+            os.write(write_fd, b"\0")
+
+    def set_on_signal() -> None:
+        os.read(read_fd, 1)
         stop.set()
 
+    threading.Thread(target=set_on_signal, name="signals", daemon=True).start()
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     return stop

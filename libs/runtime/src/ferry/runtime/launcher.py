@@ -119,7 +119,7 @@ class ServiceProcess:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                self.proc.wait(timeout)
+                self.proc.wait(10)
         self._close_output()
         return self.proc.returncode
 
@@ -256,10 +256,13 @@ class LocalCluster:
     def stop(self, timeout: float = 10.0) -> None:
         # All are told at once (dependents first), then waited for: each one's shutdown
         # (a flush, a deregistration) runs beside the others' rather than after them.
+        # One deadline for all: a tree with several hung processes stops in `timeout`, not
+        # in a timeout for each.
         for sp in reversed(self.processes):
             sp.terminate()
+        deadline = time.monotonic() + timeout
         for sp in reversed(self.processes):
-            sp.stop(timeout)
+            sp.stop(max(0.0, deadline - time.monotonic()))
         for step in self.after_stop:
             step()
 
