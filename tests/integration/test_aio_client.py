@@ -51,6 +51,7 @@ TOPICS = (
     "AioPop",
     "AioAsk",
     "AioTraced",
+    "AioStop",
 )
 
 
@@ -293,6 +294,39 @@ def test_cancelled_sends_and_receives_leave_the_clients_usable(cluster: Cluster)
                     if msg.body == b"after":
                         break
             assert b"after" in got
+
+    run(scenario())
+
+
+def test_async_for_ends_when_the_consumer_shuts_down(cluster: Cluster) -> None:
+    """A loop waiting in `async for` ends at shutdown, and one started after it ends at
+    once, rather than waiting forever for messages that will not come."""
+
+    async def scenario() -> None:
+        consumer = PushConsumer(
+            "aio-stop-cg", cluster.namesrv, consume_from=ConsumeFromWhere.FIRST_OFFSET
+        )
+        consumer.subscribe("AioStop")
+        await consumer.start()
+        got: list[bytes] = []
+        first = asyncio.Event()
+
+        async def iterate() -> None:
+            async for msg in consumer:
+                got.append(msg.body)
+                first.set()
+
+        loop_task = asyncio.create_task(iterate())
+        async with Producer("aio-pg-stop", cluster.namesrv) as producer:
+            await producer.send(Message("AioStop", b"one"))
+        async with asyncio.timeout(20):
+            await first.wait()
+        await consumer.shutdown()
+        async with asyncio.timeout(10):
+            await loop_task  # it was waiting for the next message
+        assert got == [b"one"]
+        async with asyncio.timeout(5):
+            assert [m async for m in consumer] == []
 
     run(scenario())
 

@@ -9,6 +9,7 @@ consume_thread_nums batches at a time) or orderly (one batch per queue at a time
 In the iterator form a message counts as consumed when the loop asks for the next one after
 it (the body of `async for` finished); messages a loop left unfinished are consumed again
 later (RECONSUME_LATER at shutdown). Cancelling the task that iterates loses nothing.
+After shutdown, `async for` ends (StopAsyncIteration), including one waiting at the time.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class PushConsumer:
         self.group = group
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listener: AsyncListener | None = None
-        self._inbox: asyncio.Queue[_Delivery] | None = None
+        self._inbox: asyncio.Queue[_Delivery | None] | None = None  # None: shut down
+        self._stopped = False
         self._current: _Delivery | None = None
         self._waiting: set[_Delivery] = set()
 
@@ -64,6 +66,7 @@ class PushConsumer:
         self._engine.register_listener(self._consume, orderly=orderly)
 
     async def start(self) -> None:
+        self._stopped = False
         self._loop = asyncio.get_running_loop()
         if self._listener is None:  # the iterator form
             self._inbox = asyncio.Queue()
@@ -71,7 +74,12 @@ class PushConsumer:
         await asyncio.to_thread(self._engine.start)
 
     async def shutdown(self) -> None:
-        """Stops the engine; batches not consumed yet are offered again later."""
+        """Stops the engine; batches not consumed yet are offered again later. An iterator
+        (`async for`, waiting or not) ends."""
+        self._stopped = True
+        self._current = None  # its batch is offered again: the rest of it is not ours
+        if self._inbox is not None:
+            self._inbox.put_nowait(None)  # wakes an iterator that waits
         for delivery in list(self._waiting):
             delivery.finish(ConsumeResult.RECONSUME_LATER)
         await asyncio.to_thread(self._engine.shutdown)
@@ -122,6 +130,9 @@ class PushConsumer:
 
     def _deliver(self, delivery: _Delivery) -> None:
         assert self._inbox is not None
+        if self._stopped:  # reached the loop after shutdown: no iterator will take it
+            delivery.finish(ConsumeResult.RECONSUME_LATER)
+            return
         self._inbox.put_nowait(delivery)
 
     # ---- the iterator form ----
@@ -130,7 +141,10 @@ class PushConsumer:
         return self
 
     async def __anext__(self) -> MessageExt:
-        """The next message; the one before it counts as consumed."""
+        """The next message; the one before it counts as consumed. StopAsyncIteration once
+        the consumer is shut down."""
+        if self._stopped:
+            raise StopAsyncIteration
         if self._inbox is None:
             raise IllegalStateError(
                 "iterate a started consumer without a listener (register_listener or async for)"
@@ -140,7 +154,10 @@ class PushConsumer:
             current.finish(ConsumeResult.SUCCESS)
             current = self._current = None
         if current is None:
-            current = self._current = await self._inbox.get()
+            got = await self._inbox.get()
+            if got is None or self._stopped:
+                raise StopAsyncIteration
+            current = self._current = got
         msg = current.msgs[current.next]
         current.next += 1
         return msg
