@@ -28,40 +28,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 
-_exit_status = 0
+EXIT_STATUS = pytest.StashKey[int]()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    global _exit_status
-    _exit_status = int(exitstatus)
+    session.config.stash[EXIT_STATUS] = int(exitstatus)
 
 
-def _say(line: str) -> None:
-    sys.stderr.write(f"conftest: {line}\n")
-    sys.stderr.flush()
-
-
-def _exit_now(why: str) -> None:
-    _say(f"{why}; exiting with the run's status {_exit_status}; every thread's stack:")
+def _exit_now(why: str, status: int) -> None:
+    sys.stderr.write(f"conftest: {why}; exiting with the run's status {status}; stacks:\n")
     faulthandler.dump_traceback(sys.stderr, all_threads=True)
     sys.stdout.flush()
-    os._exit(_exit_status)
+    os._exit(status)
 
 
-def _watch_exit() -> None:
+def _watch_exit(status: int) -> None:
     time.sleep(EXIT_GRACE_S)  # wait-ok: a watchdog over the interpreter's exit
-    _exit_now(f"the interpreter did not exit within {EXIT_GRACE_S:.0f} s of the summary")
+    _exit_now(f"the interpreter did not exit within {EXIT_GRACE_S:.0f} s of the summary", status)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         return  # an xdist worker: its controller ends the run
+    status = config.stash.get(EXIT_STATUS, 0)
     stuck = [
         t
         for t in threading.enumerate()
         if t is not threading.main_thread() and not t.daemon and t.is_alive()
     ]
     if stuck:
-        _exit_now(f"leaked non-daemon threads: {', '.join(t.name for t in stuck)}")
-    threading.Thread(target=_watch_exit, name="exit-watchdog", daemon=True).start()
+        _exit_now(f"leaked non-daemon threads: {', '.join(t.name for t in stuck)}", status)
+    watchdog = threading.Thread(target=_watch_exit, args=(status,), name="exit-watchdog")
+    watchdog.daemon = True
+    watchdog.start()
