@@ -124,6 +124,35 @@ def test_sql_filters_refused_while_off_then_filtered_by_the_broker(
         got.extend(m.body for m in pull.poll(0.5))
     assert sorted(got) == sorted(f"o{i}".encode() for i in (1, 4, 10))  # o7 has no amount
 
+    # assigned queues read with RocketMQ's setSubExpressionForAssign: SQL92, then tags
+    assigned = PullConsumer("g-sql-assign", cluster.namesrv, consume_from=FIRST)
+    assigned.set_sub_expression_for_assign("Orders", MessageSelector.by_sql(FILTER))
+    with Admin(cluster.namesrv) as admin:
+        orders = admin.queues("Orders")
+    assigned.assign(orders)
+    got = []
+    with assigned:
+        wait_for(
+            lambda: got.extend(m.body for m in assigned.poll(0.5)) or len(got) >= len(expected()),
+            20,
+            "the assigned queues' matching messages",
+        )
+        got.extend(m.body for m in assigned.poll(0.5))
+    assert sorted(got) == sorted(expected())
+    tagged = PullConsumer("g-tag-assign", cluster.namesrv, consume_from=FIRST)
+    tagged.assign(orders)
+    tagged.set_sub_expression_for_assign("Orders", "skip")  # after assign: applies at once
+    skipped = sorted(f"o{i}".encode() for i in range(60) if i % 11 == 0)
+    got = []
+    with tagged:
+        wait_for(
+            lambda: got.extend(m.body for m in tagged.poll(0.5)) or len(got) >= len(skipped),
+            20,
+            "the assigned queues' messages tagged skip",
+        )
+        got.extend(m.body for m in tagged.poll(0.5))
+    assert sorted(got) == skipped
+
     # Admin.pull (what Spark uses): skipped offsets move on, NO_MATCHED_MSG when none left
     with Admin(cluster.namesrv) as admin:
         seen: list[bytes] = []

@@ -20,7 +20,7 @@ from ferry.client.group_consumer import GroupConsumer
 from ferry.client.heartbeats import masters_serving, send_heartbeat
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.message import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue
-from ferry.client.message_selector import Expression, subscription_data
+from ferry.client.message_selector import Expression, as_selector, subscription_data
 from ferry.client.puller import OffsetRequest, Puller
 from ferry.client.rebalance import assignment
 from ferry.client.transport import expect
@@ -110,7 +110,9 @@ class PullConsumer(GroupConsumer):
             "namesrv": poll_namesrv_interval_ms / 1000,
             "rebalance": rebalance_interval_ms / 1000,
         }
-        self._assigned: dict[MessageQueue, str] | None = None  # set by assign()
+        self._assigned: dict[MessageQueue, Expression] | None = None  # set by assign()
+        # set_sub_expression_for_assign: the expression of an assigned topic's queues
+        self._assign_expressions: dict[str, Expression] = {}
         self._sink: PollSink | None = None
         self._quick_rebalance = False
         self._said_missing: set[str] = set()  # subscribed topics said not to exist
@@ -177,14 +179,32 @@ class PullConsumer(GroupConsumer):
         self._subscribe(topic, expression)
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
-        """Consume exactly these queues, all tags (no group rebalancing)."""
+        """Consume exactly these queues (no group rebalancing): every message, or what
+        set_sub_expression_for_assign chose for their topic."""
         wanted = list(queues)
         for queue in wanted:
             check_topic(queue.topic)
         with self._lock:
             if self._subscriptions:
                 raise InvalidParameterError("subscribe() and assign() cannot be mixed")
-            self._assigned = dict.fromkeys(wanted, "*")
+            chosen = self._assign_expressions
+            self._assigned = {q: chosen.get(q.topic, "*") for q in wanted}
+        self._changed()
+
+    def set_sub_expression_for_assign(self, topic: str, expression: Expression) -> None:
+        """The tags or SQL92 filter (MessageSelector) that assigned queues of `topic` are
+        read with, as RocketMQ's setSubExpressionForAssign; "*" until set. Applies to the
+        queues assigned now and later; a broker with enablePropertyFilter=false refuses an
+        SQL92 one on its pulls."""
+        check_topic(topic)
+        selector = as_selector(expression)
+        kept: Expression = selector if selector.is_sql else selector.expression
+        with self._lock:
+            self._assign_expressions[topic] = kept
+            if self._assigned is not None:
+                for queue in self._assigned:
+                    if queue.topic == topic:
+                        self._assigned[queue] = kept
         self._changed()
 
     def _changed(self) -> None:
@@ -362,8 +382,8 @@ class PullConsumer(GroupConsumer):
     def _consumer_data(self) -> ConsumerData:
         with self._lock:
             topics: dict[str, Expression] = dict(self._subscriptions)
-            for queue in self._assigned or {}:
-                topics.setdefault(queue.topic, "*")
+            for queue, expression in (self._assigned or {}).items():
+                topics.setdefault(queue.topic, expression)
         return ConsumerData(
             group=self.group,
             consume_type="PULL",
