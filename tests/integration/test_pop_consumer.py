@@ -264,6 +264,39 @@ def test_two_consumers_share_one_queue_without_duplicates(tmp_path: Path) -> Non
         cluster.local.stop()
 
 
+def test_a_waiting_receive_is_woken_by_a_send_to_its_topic(tmp_path: Path) -> None:
+    """A pop that found nothing waits at the broker. A send to its topic wakes it; before,
+    it looked again every 50 ms, so half of all receives waited 25 ms or more."""
+    cluster = start_cluster(tmp_path)
+    try:
+        produce(cluster, "PopWake", [])
+        waited: list[float] = []
+        with (
+            consumer(cluster, "cg-pop-wake", "PopWake", await_duration=5.0) as c,
+            Producer("pg-pop-wake", cluster.namesrv) as producer,
+        ):
+            for i in range(20):
+                got: list[MessageExt] = []
+                receiving = threading.Thread(target=lambda out=got: out.extend(c.receive(1)))
+                receiving.start()
+                # wait-ok: the receive must reach the broker and wait there first (nothing
+                # shows that it does; one that arrives late measures less, never more). The
+                # waits step through a 50 ms period, so that the sends do not all fall just
+                # before the old look-again.
+                time.sleep(0.2 + 0.0025 * i)
+                sent_at = time.monotonic()
+                producer.send(Message("PopWake", b"w%d" % i))
+                receiving.join(10)
+                waited.append((time.monotonic() - sent_at) * 1000)
+                assert [m.body for m in got] == [b"w%d" % i]
+                c.ack(got[0])
+        waited.sort()
+        print(f"send to receive, ms: p50 {waited[10]:.1f}, max {waited[-1]:.1f}")
+        assert waited[10] < 15, waited  # the old 50 ms look-again: a median of ~25 ms or more
+    finally:
+        cluster.local.stop()
+
+
 def pop_two_ack_one(c: SimpleConsumer, kept: bytes, acked: bytes) -> MessageExt:
     """Receives both, acks `acked`; returns the received `kept`, left in flight."""
     msgs = {m.body: m for m in receive_bodies(c, 2)}

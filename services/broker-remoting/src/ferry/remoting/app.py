@@ -321,6 +321,7 @@ class RemotingApp:
         )
         service.on(ConsumerSendMsgBackRequest, fenced(lease, isr.guard(send_back.handle)))
         self._wire_pop(group_topics, store, scheduler)
+        send.on_stored = self.pop.messages_arrived
         lock_processor = QueueLockProcessor(locks)
         service.on(LockBatchRequest, lock_processor.lock)
         service.on(UnlockBatchRequest, lock_processor.unlock)

@@ -56,7 +56,7 @@ MAX_POP_MSGS = 256
 MAX_POLL_MS = 30_000
 MIN_INVISIBLE_MS = 100
 MAX_INVISIBLE_MS = 12 * 3600 * 1000  # as RocketMQ's proxy
-POLL_RETRY_S = 0.05
+POLL_RETRY_S = 0.05  # a pop that found nothing looks again after this, or at a send first
 STORE_TIMEOUT_S = 10.0
 
 
@@ -88,6 +88,9 @@ class PopProcessor:
         self._stats = stats
         self.busy: set[tuple[str, str, int]] = set()  # (group, topic, queue) being popped
         self._waiting: list[Callable[[], None]] = []  # pops that found only busy queues
+        # pops that found nothing, by topic, oldest first: a send to the topic wakes one of
+        # each group (as RocketMQ's pop long polling), not every one to race for it
+        self._sleeping: dict[str, dict[_PopScan, None]] = {}
         self._turn = itertools.count()
         self.broker_perm: int = Perm.READ_WRITE
         self.property_filter = False  # enablePropertyFilter: SQL92 pops
@@ -106,6 +109,36 @@ class PopProcessor:
 
     def wait_for_release(self, again: Callable[[], None]) -> None:
         self._waiting.append(again)
+
+    def sleep(self, scan: _PopScan) -> None:
+        """Looks again in POLL_RETRY_S, or at once when a send to its topic is stored.
+        Messages that reach a queue another way (retries, delayed messages, transaction
+        commits) are found by the timer."""
+        token = scan.asleep = object()
+        self._sleeping.setdefault(scan.req.topic, {})[scan] = None
+        self._service.later(POLL_RETRY_S, lambda: self._wake(scan, token))
+
+    def messages_arrived(self, topic: str) -> None:
+        """A send to `topic` was stored: the longest sleeping pop of each group looks now."""
+        groups: set[str] = set()
+        for scan in list(self._sleeping.get(topic, ())):
+            group = scan.req.consumer_group
+            if group in groups:
+                continue
+            if not scan.call.done:  # one answered already ends at once: wake the next too
+                groups.add(group)
+            self._wake(scan, scan.asleep)
+
+    def _wake(self, scan: _PopScan, token: object) -> None:
+        if token is None or scan.asleep is not token:
+            return  # woken already (by a send, or by this sleep's timer)
+        scan.asleep = None
+        sleeping = self._sleeping.get(scan.req.topic)
+        if sleeping is not None:
+            sleeping.pop(scan, None)
+            if not sleeping:
+                del self._sleeping[scan.req.topic]
+        scan.run()
 
     def _revive_peer(self) -> Peer:
         if self._revive is None:
@@ -181,6 +214,7 @@ class _PopScan:
         self.limit = limit
         self.tried = 0
         self.skipped: set[tuple[str, str, int]] = set()  # queues held by other pops
+        self.asleep: object | None = None  # while it waits to look again (PopProcessor.sleep)
 
     def run(self) -> None:
         if self.call.done:
@@ -196,7 +230,7 @@ class _PopScan:
                 else:
                     self.o._service.later(0, self.run)
             elif time.monotonic() + POLL_RETRY_S < self.deadline:
-                self.o._service.later(POLL_RETRY_S, self.run)
+                self.o.sleep(self)
             else:
                 self.call.reply(PopMessageReply(status=PullStatus.NO_NEW_MSG))
             return

@@ -102,6 +102,8 @@ class SendProcessor:
         self._tokens = itertools.count()
         # request/reply (reply.py): stamps a request's record with where its reply goes
         self.stamp_request: Callable[[Any, SendMessageRequest], bytes] | None = None
+        # told the topic of every stored send (pop.py: pops waiting for messages look now)
+        self.on_stored: Callable[[str], None] | None = None
 
     def store_lost(self) -> None:
         """The connection to the store dropped: answers every put in flight there (see
@@ -217,6 +219,8 @@ class SendProcessor:
                     ),
                     body.next_offset,
                 )
+                if self.on_stored is not None:
+                    self.on_stored(req.topic)
             elif isinstance(body, ErrorReply):
                 call.reply(body)  # the store's code goes back to the client as it is
             else:
