@@ -5,6 +5,7 @@ errors, and tasks cancelled mid-flight leaving the clients usable."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -52,6 +53,7 @@ TOPICS = (
     "AioAsk",
     "AioTraced",
     "AioStop",
+    "AioAskPop",
 )
 
 
@@ -383,6 +385,35 @@ def test_request_gets_its_reply_and_times_out_without_one(cluster: Cluster) -> N
             with pytest.raises(ReplyTimeoutError):
                 await producer.request(Message("AioAsk", b"ignore me"), timeout_ms=1000)
             assert len(producer._requester.matcher) == 0
+
+    run(scenario())
+
+
+def test_a_simple_consumer_replies_to_a_request(cluster: Cluster) -> None:
+    async def scenario() -> None:
+        replier = SimpleConsumer(
+            "aio-ask-pop-cg",
+            cluster.namesrv,
+            {"AioAskPop": "*"},
+            await_duration=2,
+            consume_from=ConsumeFromWhere.FIRST_OFFSET,
+        )
+
+        async def answer() -> None:
+            while True:
+                for msg in await replier.receive(4):
+                    await replier.reply(msg, b"re:" + msg.body, {"who": "pop"})
+                    await replier.ack(msg)
+
+        async with replier, Producer("aio-ask-pop-pg", cluster.namesrv) as producer:
+            answering = asyncio.create_task(answer())
+            try:
+                reply = await producer.request(Message("AioAskPop", b"ping"), timeout_ms=15_000)
+            finally:
+                answering.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await answering
+        assert (reply.body, reply.properties["who"]) == (b"re:ping", "pop")
 
     run(scenario())
 

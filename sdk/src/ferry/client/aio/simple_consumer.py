@@ -15,9 +15,10 @@ from typing import Self
 from opentelemetry import trace
 
 from ferry.client.aio.instance import AsyncClientInstance
+from ferry.client.aio.replier import send_reply
 from ferry.client.heartbeats import stamped
 from ferry.client.instance import not_started
-from ferry.client.message import ConsumeFromWhere, MessageExt
+from ferry.client.message import ConsumeFromWhere, MessageExt, SendResult
 from ferry.client.message_selector import Expression
 from ferry.client.pop_codec import (
     PopSettings,
@@ -178,6 +179,17 @@ class SimpleConsumer:
         if addr is None:
             raise BrokerNotExistError(f"no address for broker {msg.broker_name!r}")
         return addr
+
+    async def reply(
+        self,
+        request: MessageExt,
+        body: bytes | bytearray | memoryview | str,
+        properties: Mapping[str, str] | None = None,
+        timeout_ms: int = 3000,
+    ) -> SendResult:
+        """Answers a message sent with Producer.request, as the sync consumers' reply()."""
+        inst = self._started()
+        return await send_reply(inst, self.group, request, body, properties, timeout_ms / 1000)
 
     async def ack(self, msg: MessageExt) -> None:
         """The message is consumed; InvalidReceiptHandleError when its handle is stale."""
