@@ -97,5 +97,24 @@ def test_ha_status_shows_the_slave_and_its_acked_offset(tmp_path: Path) -> None:
         assert mine["applied_offset"] == store_status(pair.slave).max_offset == end
         other = run(ns, "haStatus", "-c", "NoSuchCluster")  # an unknown cluster: a bad value
         assert other.returncode == 2 and "NoSuchCluster" in other.stderr
+        # updateBrokerConfig -c: the masters; with -a true (updateAllBroker), the slaves too
+        both = sorted([pair.master.broker_addr, pair.slave.broker_addr])
+        key = ["-k", "enablePropertyFilter", "-c", "DefaultCluster", "--json"]
+        assert json.loads(piped(ns, "updateBrokerConfig", *key, "-v", "true", "-a", "true")) == {
+            "key": "enablePropertyFilter",
+            "value": "true",
+            "brokers": both,
+        }
+        done = json.loads(piped(ns, "updateBrokerConfig", *key, "-v", "false"))
+        assert done["brokers"] == [pair.master.broker_addr]
+
+        def filter_on(addr: str) -> str:
+            got = json.loads(piped(ns, "getBrokerConfig", "-b", addr, "--json"))
+            return str(got[addr]["enablePropertyFilter"])
+
+        assert (filter_on(pair.master.broker_addr), filter_on(pair.slave.broker_addr)) == (
+            "false",
+            "true",
+        )
     finally:
         pair.close()

@@ -65,20 +65,24 @@ def update_broker_config(
     namesrv: Namesrv = DEFAULT_NAMESRV,
     broker: BrokerAddr = None,
     cluster: Cluster = None,
-    every_broker: Annotated[
+    slaves_too: Annotated[
         bool,
         typer.Option(
-            "-a", "--updateAllBroker", help="every master (also what neither -b nor -c does)"
+            "-a", "--updateAllBroker", help="slaves too: with -c, or alone for every cluster"
         ),
     ] = False,
     json: Json = False,
 ) -> None:
     """Change a broker.conf key on running brokers (kept over restarts in
-    <storePathRootDir>/config/broker-overlay.conf). Keys that need a restart are refused."""
-    if every_broker and (broker or cluster):
-        raise typer.BadParameter("-a (every master) goes with neither -b nor -c")
+    <storePathRootDir>/config/broker-overlay.conf). Keys that need a restart are refused.
+    On one broker (-b), the masters of a cluster (-c) or of every cluster (neither), and
+    their slaves with -a, as mqadmin's updateAllBroker."""
+    if slaves_too and broker:
+        raise typer.BadParameter("-a (slaves too) goes with -c or alone, not with -b")
     with admin_session(namesrv) as admin:
-        done = admin.update_broker_config({key: value}, cluster=cluster, broker_addr=broker)
+        done = admin.update_broker_config(
+            {key: value}, cluster=cluster, broker_addr=broker, include_slaves=slaves_too
+        )
     if json:
         print_json({"key": key, "value": value, "brokers": done})
         return

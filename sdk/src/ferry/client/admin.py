@@ -427,10 +427,17 @@ class Admin(AuthAdminMixin, Lifecycle):
         *,
         cluster: str | None = None,
         broker_addr: str | None = None,
+        include_slaves: bool = False,
     ) -> list[str]:
-        """Changes keys live and keeps them over restarts; refuses keys needing a restart."""
+        """Changes keys live and keeps them over restarts; refuses keys needing a restart.
+        On one broker, or the masters of `cluster` (or of every cluster), with their slaves
+        when include_slaves (mqadmin's -a). Returns the addresses changed."""
         return admin_ops.update_broker_config(
-            self, properties, cluster=cluster, broker_addr=broker_addr
+            self,
+            properties,
+            cluster=cluster,
+            broker_addr=broker_addr,
+            include_slaves=include_slaves,
         )
 
     def wipe_write_perm(self, broker_name: str) -> dict[str, int]:

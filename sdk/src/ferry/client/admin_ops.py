@@ -103,6 +103,20 @@ def targets(admin: Admin, cluster: str | None, broker_addr: str | None) -> list[
     return addrs
 
 
+def replica_addrs(admin: Admin, cluster: str | None) -> list[str]:
+    """Every broker of a cluster (or of all), masters and slaves."""
+    info = admin.cluster_info()
+    if cluster is not None and cluster not in info.clusters:
+        raise InvalidParameterError(f"cluster {cluster!r} is unknown to the name server")
+    names = info.clusters[cluster] if cluster is not None else list(info.brokers)
+    addrs = sorted(
+        {a for n in names if (data := info.brokers.get(n)) for a in data.broker_addrs.values()}
+    )
+    if not addrs:
+        raise BrokerNotExistError(f"no broker in {cluster or 'any cluster'}")
+    return addrs
+
+
 # ---- topics ----
 
 
@@ -207,8 +221,12 @@ def update_broker_config(
     *,
     cluster: str | None = None,
     broker_addr: str | None = None,
+    include_slaves: bool = False,
 ) -> list[str]:
-    addrs = targets(admin, cluster, broker_addr)
+    if include_slaves and not broker_addr:
+        addrs = replica_addrs(admin, cluster)
+    else:
+        addrs = targets(admin, cluster, broker_addr)
     for addr in addrs:
         broker_request(admin, addr, UpdateBrokerConfigRequest(properties=properties), OkReply)
     return addrs
