@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -81,6 +81,17 @@ def start_cluster(
     merged = {**SMALL_STORE, **(overrides or {})}
     local = start_local_cluster(str(tmp_path), overrides=merged, env=env)
     return Cluster(tmp_path, local, env, merged)
+
+
+@pytest.fixture(scope="module", name="cluster")
+def module_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One cluster for a whole test module, whose tests each use topics and groups of their
+    own: a module imports this as its `cluster` fixture (a start and stop is ~3 s a test)."""
+    c = start_cluster(tmp_path_factory.mktemp("module"))
+    try:
+        yield c
+    finally:
+        c.local.stop()
 
 
 # ---- an OTLP/HTTP receiver standing in for a tracing backend ------------------------------

@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import pytest
 from consume_support import create_topic, wait_for_split
-from itest_support import Cluster, wait_for
+from itest_support import Cluster, module_cluster, wait_for  # noqa: F401 - the cluster fixture
 
 from ferry.client import (
     Admin,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from consume_support import create_topic
-from itest_support import Cluster, wait_for
+from itest_support import Cluster, module_cluster, wait_for  # noqa: F401 - the cluster fixture
 
 from ferry.client import (
     ConsumeFromWhere,

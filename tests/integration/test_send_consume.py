@@ -6,7 +6,7 @@ import threading
 import time
 from collections import defaultdict
 
-from itest_support import Cluster, wait_for
+from itest_support import Cluster, module_cluster, wait_for  # noqa: F401 - the cluster fixture
 
 from ferry.client import (
     Admin,
