@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from ha_support import status
-from itest_support import FERRY, LineReader, wait_for
+from itest_support import FERRY, LineReader, RawClient, wait_for
 
 from ferry.client import (
     BrokerNotExistError,
@@ -204,18 +204,29 @@ class ControlledGroup:
         self.etcd.stop()
 
 
+def ha_status(replica: Replica) -> HaStatusReply | None:
+    """Its ha-replicator's status; None when none comes within 5 s, for wait_for to ask again:
+    a role change restarts the service, and what the old process took is never answered."""
+    client = RawClient(replica.ha_addr)
+    try:
+        reply = client.try_call(HaStatusRequest(), 5000)
+    finally:
+        client.close()
+    return reply if isinstance(reply, HaStatusReply) else None
+
+
 def ha_end(replica: Replica) -> int | None:
     """A master's log end as its ha-replicator reports it."""
-    reply = status(replica.ha_addr, HaStatusRequest())
-    if isinstance(reply, HaStatusReply) and reply.role != "SLAVE":
+    reply = ha_status(replica)
+    if reply is not None and reply.role != "SLAVE":
         return reply.master_max_offset or None
     return None
 
 
 def ha_applied(replica: Replica) -> int | None:
     """How far a slave's log holds its master's."""
-    reply = status(replica.ha_addr, HaStatusRequest())
-    if isinstance(reply, HaStatusReply) and reply.role == "SLAVE":
+    reply = ha_status(replica)
+    if reply is not None and reply.role == "SLAVE":
         return reply.applied_offset
     return None
 

@@ -216,10 +216,10 @@ class RawClient:
         self.codec = RequestCodec()
         self._next = 0
 
-    def send_raw(self, frames: list[bytes]) -> tuple[Any, list[Any]]:
+    def send_raw(self, frames: list[bytes], timeout_ms: int = 10_000) -> tuple[Any, list[Any]]:
         self.sock.send_multipart(frames)
-        if not self.sock.poll(10_000):
-            pytest.fail("no reply within 10 s")
+        if not self.sock.poll(timeout_ms):
+            pytest.fail(f"no reply within {timeout_ms / 1000:g} s")
         reply = self.sock.recv_multipart()
         env, payload = self.codec.decode_reply(reply[1:])
         return env, payload
@@ -233,6 +233,18 @@ class RawClient:
         )
         assert env.id == self._next
         return env.body, reply_payload
+
+    def try_call(self, body: Any, timeout_ms: int) -> Any | None:
+        """The reply's body, or None when none came within timeout_ms (a service that is
+        restarting never answers what its old process took)."""
+        from ferry.protocol.framing import RequestEnvelope
+
+        self._next += 1
+        self.sock.send_multipart(self.codec.request_frames(RequestEnvelope(self._next, body)))
+        if not self.sock.poll(timeout_ms):
+            return None
+        env, _ = self.codec.decode_reply(self.sock.recv_multipart()[1:])
+        return env.body if env.id == self._next else None
 
     def close(self) -> None:
         self.sock.close()
