@@ -283,7 +283,7 @@ def test_a_waiting_receive_is_woken_by_a_send_to_its_topic(tmp_path: Path) -> No
                 # shows that it does; one that arrives late measures less, never more). The
                 # waits step through a 50 ms period, so that the sends do not all fall just
                 # before the old look-again.
-                time.sleep(0.2 + 0.0025 * i)
+                time.sleep(0.2 + 0.0025 * i)  # wait-ok: see above
                 sent_at = time.monotonic()
                 producer.send(Message("PopWake", b"w%d" % i))
                 receiving.join(10)
