@@ -120,8 +120,11 @@ class PopProcessor:
 
     def messages_arrived(self, topic: str) -> None:
         """A send to `topic` was stored: the longest sleeping pop of each group looks now."""
+        sleeping = self._sleeping.get(topic)
+        if not sleeping:
+            return  # on every stored send: nothing made when no pop waits
         groups: set[str] = set()
-        for scan in list(self._sleeping.get(topic, ())):
+        for scan in list(sleeping):
             group = scan.req.consumer_group
             if group in groups:
                 continue
