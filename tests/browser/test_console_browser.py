@@ -30,7 +30,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Link, NoOpTracerProvider, SpanKind
 from selenium import webdriver
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.common.exceptions import (
+    NoSuchElementException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
@@ -93,8 +97,12 @@ def text(driver: webdriver.Chrome) -> str:
     """The page's text; "" while a navigation replaces the page under the lookup."""
     try:
         return str(driver.find_element(By.TAG_NAME, "body").text)
-    except (NoSuchElementException, StaleElementReferenceException):
+    except NoSuchElementException:
         return ""
+    except WebDriverException as exc:
+        if replaced_mid_read(exc):
+            return ""
+        raise
 
 
 def open_until(
@@ -117,13 +125,24 @@ def open_until(
         time.sleep(0.3)  # wait-ok: reload interval of a deadline-bounded wait
 
 
+def replaced_mid_read(exc: WebDriverException) -> bool:
+    """Whether a read failed because the page it read from was being replaced. Chrome says
+    so either as a stale element or, when the swap lands inside the read itself, as an
+    inspector error about a node that no longer belongs to the document."""
+    if isinstance(exc, StaleElementReferenceException):
+        return True
+    return "does not belong to the document" in (exc.msg or "")
+
+
 def element_text(driver: webdriver.Chrome, element_id: str) -> str:
     """The text of an element, "" while the page holding it is not there (yet)."""
     try:
         found = driver.find_elements(By.ID, element_id)
         return str(found[0].text) if found else ""
-    except StaleElementReferenceException:  # found on the page being replaced
-        return ""
+    except WebDriverException as exc:
+        if replaced_mid_read(exc):
+            return ""
+        raise
 
 
 def wait_element(driver: webdriver.Chrome, element_id: str, want: str, timeout: float = 60) -> None:
@@ -142,8 +161,10 @@ def wait_for_page(driver: webdriver.Chrome, check: Callable[[], bool], timeout: 
     def holds() -> bool:
         try:
             return check()
-        except StaleElementReferenceException:  # read from the page being replaced
-            return False
+        except WebDriverException as exc:
+            if replaced_mid_read(exc):
+                return False
+            raise
 
     while not holds():
         if time.monotonic() > deadline:
@@ -424,8 +445,10 @@ def row_cells(driver: webdriver.Chrome, table: str, attr: str, value: str) -> di
         rows = driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr[data-{attr}]")
         row = next((r for r in rows if r.get_attribute(f"data-{attr}") == value), None)
         return cells(row) if row is not None else {}
-    except StaleElementReferenceException:
-        return {}
+    except WebDriverException as exc:
+        if replaced_mid_read(exc):
+            return {}
+        raise
 
 
 def topic_cells(driver: webdriver.Chrome, topic: str) -> dict[str, str]:
