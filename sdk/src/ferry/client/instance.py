@@ -49,7 +49,10 @@ class ClientIdentity:
         self.msg_ids = MessageIdGenerator(self.ip)
 
 
-class ClientInstance(ClientIdentity):
+class ClientBase(ClientIdentity):
+    """What a sync and an asyncio client instance build alike from the same arguments; each
+    opens its own connections and routes in _open()."""
+
     def __init__(
         self,
         namesrv: str,
@@ -62,28 +65,40 @@ class ClientInstance(ClientIdentity):
     ) -> None:
         addrs = parse_namesrv(namesrv)
         self.api_timeout_s = api_timeout_s
-        ClientIdentity.__init__(self, addrs, role)
+        super().__init__(addrs, role)
         self._notice_listeners: list[Callable[[str, AnyReply], None]] = []
-        self.pool = ConnectionPool(
-            on_notice=self._on_notice, credentials=credentials, tls_server_key=tls_server_key
-        )
-        self.routes = RouteCache(addrs, self.pool, api_timeout_s)
         self.tracing = Tracing(tracer_provider, self.client_id)
+        self._open(addrs, role, credentials, tls_server_key)
+
+    def _open(
+        self, addrs: list[str], role: str, credentials: Credentials | None, key: str | None
+    ) -> None:
+        raise NotImplementedError
+
+    def on_notice(self, listener: Callable[[str, AnyReply], None]) -> None:
+        """listener(broker address, notice) for notices brokers send unasked; it must not
+        block (it runs on an I/O thread, or on the loop in asyncio)."""
+        self._notice_listeners.append(listener)
+
+    def _on_notice(self, address: str, body: AnyReply) -> None:
+        for listener in list(self._notice_listeners):
+            listener(address, body)
+
+
+class ClientInstance(ClientBase):
+    def _open(
+        self, addrs: list[str], role: str, credentials: Credentials | None, key: str | None
+    ) -> None:
+        self.pool = ConnectionPool(
+            on_notice=self._on_notice, credentials=credentials, tls_server_key=key
+        )
+        self.routes = RouteCache(addrs, self.pool, self.api_timeout_s)
         self.ticker = Ticker(f"ferry-{role}-timer")
         if not self.tracing.fixed:
             self.ticker.later(TRACING_LOOK_S, self._look_for_tracing)
 
     def connection(self, address: str) -> Connection:
         return self.pool.get(address)
-
-    def on_notice(self, listener: Callable[[str, AnyReply], None]) -> None:
-        """listener(broker address, notice) for notices brokers send unasked; it runs on an I/O
-        thread and must not block."""
-        self._notice_listeners.append(listener)
-
-    def _on_notice(self, address: str, body: AnyReply) -> None:
-        for listener in list(self._notice_listeners):
-            listener(address, body)
 
     def _look_for_tracing(self) -> None:
         """Until a global provider is installed (an application may set OpenTelemetry up

@@ -13,16 +13,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from opentelemetry import trace
-
 from ferry.client.aio.transport import AsyncConnection, AsyncPool
-from ferry.client.instance import DEFAULT_API_TIMEOUT_S, ClientIdentity
-from ferry.client.route import RouteTable, TopicRoute, parse_namesrv
-from ferry.client.tracing import Tracing
+from ferry.client.instance import ClientBase
+from ferry.client.route import RouteTable, TopicRoute
 from ferry.client.transport import Result
 from ferry.protocol.auth import Credentials
 from ferry.protocol.errors import FerryError, IllegalStateError, TopicNotExistError
-from ferry.protocol.messages import AnyReply, AnyRequest, GetRouteInfoRequest, Reply, RouteInfoReply
+from ferry.protocol.messages import AnyRequest, GetRouteInfoRequest, Reply, RouteInfoReply
 
 log = logging.getLogger("ferry.client.aio")
 
@@ -73,39 +70,19 @@ class AsyncRoutes(RouteTable):
                 log.info("route refresh of %s: %s", topic, err)
 
 
-class AsyncClientInstance(ClientIdentity):
+class AsyncClientInstance(ClientBase):
     """Built by a client's start() inside the running loop, closed by its shutdown()."""
 
-    def __init__(
-        self,
-        namesrv: str,
-        *,
-        role: str,
-        api_timeout_s: float = DEFAULT_API_TIMEOUT_S,
-        tracer_provider: trace.TracerProvider | None = None,
-        credentials: Credentials | None = None,
-        tls_server_key: str | None = None,
+    def _open(
+        self, addrs: list[str], role: str, credentials: Credentials | None, key: str | None
     ) -> None:
-        addrs = parse_namesrv(namesrv)
-        super().__init__(addrs, role)
-        self.api_timeout_s = api_timeout_s
-        self._notice_listeners: list[Callable[[str, AnyReply], None]] = []
-        self.pool = AsyncPool(self._on_notice, credentials, tls_server_key)
-        self.routes = AsyncRoutes(addrs, self.pool, api_timeout_s)
-        self.tracing = Tracing(tracer_provider, self.client_id)
+        self.pool = AsyncPool(self._on_notice, credentials, key)
+        self.routes = AsyncRoutes(addrs, self.pool, self.api_timeout_s)
         self.tracing.refresh()
         self._tasks: set[asyncio.Task[None]] = set()
 
     def connection(self, address: str) -> AsyncConnection:
         return self.pool.get(address)
-
-    def on_notice(self, listener: Callable[[str, AnyReply], None]) -> None:
-        """listener(broker address, notice), called on the loop; it must not block."""
-        self._notice_listeners.append(listener)
-
-    def _on_notice(self, address: str, body: AnyReply) -> None:
-        for listener in list(self._notice_listeners):
-            listener(address, body)
 
     def every(self, period_s: float, job: Callable[[], Awaitable[None]]) -> None:
         """Runs `job` every period_s until close(); a failure is logged, the next runs."""
