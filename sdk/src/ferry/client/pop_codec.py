@@ -8,7 +8,7 @@ change_invisible_duration send both back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -21,6 +21,7 @@ from ferry.client.message_selector import (
     wire_expression,
 )
 from ferry.client.route import TopicRoute
+from ferry.client.transport import Result, expect
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.errors import (
     BrokerNotExistError,
@@ -38,6 +39,7 @@ from ferry.protocol.messages import (
     ChangeInvisibleTimeRequest,
     ConsumerData,
     HeartbeatRequest,
+    OkReply,
     PopMessageReply,
     PopMessageRequest,
 )
@@ -90,6 +92,27 @@ class PopSettings:
             client_id=client_id,
         )
 
+    def rounds(
+        self,
+        targets: Sequence[PopTarget],
+        turn: int,
+        *,
+        max_messages: int,
+        invisible_duration: float | None,
+        client_id: str,
+        api_timeout_s: float,
+    ) -> Iterator[tuple[PopTarget, PopMessageRequest, float]]:
+        """One receive's requests in order (receive_rounds), each with its reply timeout."""
+        for target, await_s in receive_rounds(targets, turn, self.await_duration):
+            req = self.request(
+                target,
+                max_messages=max_messages,
+                invisible_duration=invisible_duration,
+                await_s=await_s,
+                client_id=client_id,
+            )
+            yield target, req, reply_timeout_s(await_s, api_timeout_s)
+
 
 class PopTarget(NamedTuple):
     topic: str
@@ -111,6 +134,21 @@ def route_targets(topic: str, expression: Expression, route: TopicRoute) -> list
         if addr is not None:
             out.append(PopTarget(topic, expression, name, addr))
     return out
+
+
+def receive_targets(
+    group: str, subscriptions: Mapping[str, Expression], routes: Mapping[str, TopicRoute]
+) -> list[PopTarget]:
+    """The brokers a receive asks, by topic and broker name (routes: each subscribed
+    topic's); the error no_target_error gives when there are none."""
+    targets = [
+        target
+        for topic in sorted(subscriptions)
+        for target in route_targets(topic, subscriptions[topic], routes[topic])
+    ]
+    if not targets:
+        raise no_target_error(group, subscriptions)
+    return targets
 
 
 def no_target_error(group: str, subscriptions: Mapping[str, Expression]) -> FerryError:
@@ -195,6 +233,11 @@ def decode_pop_reply(
     return out
 
 
+def popped(result: Result, broker_name: str) -> list[MessageExt]:
+    """decode_pop_reply of a pop's result."""
+    return decode_pop_reply(expect(result, PopMessageReply), result[1], broker_name)
+
+
 def receipt_handle(msg: MessageExt) -> str:
     handle = msg.properties.get(PROPERTY_RECEIPT_HANDLE)
     if not handle:
@@ -210,6 +253,15 @@ def ack_request(group: str, msg: MessageExt) -> AckMessageRequest:
 def batch_ack_request(group: str, msgs: Sequence[MessageExt]) -> BatchAckMessageRequest:
     entries = [AckEntry(m.topic, receipt_handle(m)) for m in msgs]
     return BatchAckMessageRequest(consumer_group=group, entries=entries)
+
+
+def acked(result: Result) -> None:
+    """An ack's reply, checked to be the OkReply it promises."""
+    expect(result, OkReply)
+
+
+def batch_acked(result: Result) -> list[FerryError | None]:
+    return batch_ack_errors(expect(result, BatchAckMessageReply))
 
 
 def batch_ack_errors(reply: BatchAckMessageReply) -> list[FerryError | None]:
@@ -232,3 +284,8 @@ def change_request(group: str, msg: MessageExt, duration_s: float) -> ChangeInvi
 def apply_change(msg: MessageExt, reply: ChangeInvisibleTimeReply) -> None:
     """The new handle replaces the old one on the message (the old one no longer acks)."""
     msg.properties[PROPERTY_RECEIPT_HANDLE] = reply.receipt_handle
+
+
+def changed(msg: MessageExt, result: Result) -> None:
+    """apply_change of a change_invisible_duration's result."""
+    apply_change(msg, expect(result, ChangeInvisibleTimeReply))

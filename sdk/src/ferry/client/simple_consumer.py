@@ -10,100 +10,36 @@ pop_codec.py (shared with ferry.client.aio); this module only does the I/O.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 
-from opentelemetry import trace
-
+from ferry.client import pop_codec
 from ferry.client.heartbeats import send_heartbeat
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.lifecycle import Lifecycle
-from ferry.client.message import ConsumeFromWhere, MessageExt, SendResult
+from ferry.client.message import MessageExt, SendResult
 from ferry.client.message_selector import Expression
-from ferry.client.pop_codec import (
-    PopSettings,
-    ack_request,
-    apply_change,
-    batch_ack_errors,
-    batch_ack_request,
-    change_request,
-    check_subscription,
-    decode_pop_reply,
-    heartbeat_request,
-    no_target_error,
-    receive_rounds,
-    reply_timeout_s,
-    route_targets,
-)
+from ferry.client.pop_consumer import PopConsumerBase
 from ferry.client.replier import send_reply
-from ferry.client.route import parse_namesrv
-from ferry.client.transport import Result, expect
-from ferry.protocol.auth import Credentials
+from ferry.client.transport import Result
 from ferry.protocol.errors import BrokerNotExistError, FerryError
-from ferry.protocol.messages import (
-    BatchAckMessageReply,
-    ChangeInvisibleTimeReply,
-    OkReply,
-    PopMessageReply,
-)
 
 log = logging.getLogger("ferry.client.simple_consumer")
 
 
-class SimpleConsumer(Lifecycle):
+class SimpleConsumer(PopConsumerBase, Lifecycle):
     """Thread-safe: receive, ack and change_invisible_duration may be called from any thread.
-    Durations are in seconds."""
+    Durations are in seconds. Options: see PopConsumerBase."""
 
-    def __init__(
-        self,
-        group: str,
-        namesrv: str,
-        subscriptions: Mapping[str, Expression] | None = None,
-        *,
-        await_duration: float = 20.0,
-        invisible_duration: float = 60.0,
-        consume_from: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
-        max_reconsume_times: int = 16,
-        heartbeat_interval_ms: int = 30_000,
-        tracer_provider: trace.TracerProvider | None = None,
-        credentials: Credentials | None = None,
-        tls_server_key: str | None = None,
-    ) -> None:
-        """subscriptions: topic -> tag expression ("*", "TagA || TagB") or MessageSelector
-        (by_tag, or by_sql on a broker with enablePropertyFilter=true). consume_from
-        applies to a queue the group has no offset for (FIRST_OFFSET or LAST_OFFSET)."""
-        self.settings = PopSettings(
-            group, await_duration, invisible_duration, consume_from, max_reconsume_times
-        )
-        parse_namesrv(namesrv)
-        for topic, expression in (subscriptions or {}).items():
-            check_subscription(topic, expression)
-        self.group = group
-        self.namesrv = namesrv
-        self._subscriptions: dict[str, Expression] = dict(subscriptions or {})
-        self._heartbeat_s = heartbeat_interval_ms / 1000
-        self._tracer_provider = tracer_provider
-        self._credentials = credentials
-        self._tls_server_key = tls_server_key
-        self._instance: ClientInstance | None = None
-        self._lock = threading.Lock()
-        self._turn = itertools.count()
+    _instance: ClientInstance | None = None
 
     # ---- lifecycle ----
 
     def start(self) -> None:
         if self._instance is not None:
             return
-        inst = ClientInstance(
-            self.namesrv,
-            role="consumer",
-            tracer_provider=self._tracer_provider,
-            credentials=self._credentials,
-            tls_server_key=self._tls_server_key,
-        )
+        inst = self._new_instance(ClientInstance)
         self._instance = inst
         self.heartbeat()
         inst.ticker.every(self._heartbeat_s, self.heartbeat)
@@ -122,7 +58,7 @@ class SimpleConsumer(Lifecycle):
     # ---- subscriptions ----
 
     def subscribe(self, topic: str, expression: Expression = "*") -> None:
-        check_subscription(topic, expression)
+        pop_codec.check_subscription(topic, expression)
         with self._lock:
             self._subscriptions[topic] = expression
         self.heartbeat()
@@ -142,7 +78,7 @@ class SimpleConsumer(Lifecycle):
         if inst is None:
             return
         subscriptions = self.subscriptions
-        body = heartbeat_request(inst.client_id, self.group, subscriptions)
+        body = pop_codec.heartbeat_request(inst.client_id, self.group, subscriptions)
         for topic in subscriptions:
             try:
                 addrs = inst.routes.get(topic).master_addrs.values()
@@ -162,29 +98,13 @@ class SimpleConsumer(Lifecycle):
         the consumer's)."""
         inst = self._started()
         subscriptions = self.subscriptions
-        targets = [
-            target
-            for topic, expression in sorted(subscriptions.items(), key=lambda kv: kv[0])
-            for target in route_targets(topic, expression, inst.routes.get(topic))
-        ]
-        if not targets:
-            raise no_target_error(self.group, subscriptions)
-        settings = self.settings
-        for target, await_s in receive_rounds(targets, next(self._turn), settings.await_duration):
-            req = settings.request(
-                target,
-                max_messages=max_messages,
-                invisible_duration=invisible_duration,
-                await_s=await_s,
-                client_id=inst.client_id,
-            )
-            timeout_s = reply_timeout_s(await_s, inst.api_timeout_s)
-            reply, frames = inst.connection(target.addr).request(req, timeout_s=timeout_s)
-            decoded = decode_pop_reply(
-                expect((reply, frames), PopMessageReply), frames, target.broker_name
-            )
-            if decoded:
-                return decoded
+        routes = {topic: inst.routes.get(topic) for topic in sorted(subscriptions)}
+        rounds = self._rounds(inst, subscriptions, routes, max_messages, invisible_duration)
+        for target, req, timeout_s in rounds:
+            result = inst.connection(target.addr).request(req, timeout_s=timeout_s)
+            msgs = pop_codec.popped(result, target.broker_name)
+            if msgs:
+                return msgs
         return []
 
     def _addr_of(self, inst: ClientInstance, msg: MessageExt) -> str:
@@ -200,10 +120,9 @@ class SimpleConsumer(Lifecycle):
         """The message is consumed: it will not come back. InvalidReceiptHandleError when its
         invisible time passed (it comes back) or it was acked already."""
         inst = self._started()
-        req = ack_request(self.group, msg)
+        req = pop_codec.ack_request(self.group, msg)
         conn = inst.connection(self._addr_of(inst, msg))
-        result = conn.request(req, timeout_s=inst.api_timeout_s)
-        expect(result, OkReply)
+        pop_codec.acked(conn.request(req, timeout_s=inst.api_timeout_s))
 
     def reply(
         self,
@@ -225,10 +144,9 @@ class SimpleConsumer(Lifecycle):
             by_broker.setdefault(self._addr_of(inst, msg), []).append(i)
         out: list[FerryError | None] = [None] * len(msgs)
         for addr, indexes in by_broker.items():
-            req = batch_ack_request(self.group, [msgs[i] for i in indexes])
+            req = pop_codec.batch_ack_request(self.group, [msgs[i] for i in indexes])
             result = inst.connection(addr).request(req, timeout_s=inst.api_timeout_s)
-            errors = batch_ack_errors(expect(result, BatchAckMessageReply))
-            for i, err in zip(indexes, errors, strict=True):
+            for i, err in zip(indexes, pop_codec.batch_acked(result), strict=True):
                 out[i] = err
         return out
 
@@ -236,13 +154,13 @@ class SimpleConsumer(Lifecycle):
         """ack() without waiting: the Future holds None or the typed error. Acks sent
         together are stored together by the broker (one revive log write)."""
         inst = self._started()
-        req = ack_request(self.group, msg)
+        req = pop_codec.ack_request(self.group, msg)
         sent = inst.connection(self._addr_of(inst, msg)).submit(req, timeout_s=inst.api_timeout_s)
         out: Future[None] = Future()
 
         def done(f: Future[Result]) -> None:
             try:
-                expect(f.result(), OkReply)
+                pop_codec.acked(f.result())
             except FerryError as err:
                 out.set_exception(err)
             else:
@@ -255,7 +173,6 @@ class SimpleConsumer(Lifecycle):
         """The message stays invisible for `duration` s from now (longer or shorter); its
         receipt handle is replaced by the new one."""
         inst = self._started()
-        req = change_request(self.group, msg, duration)
+        req = pop_codec.change_request(self.group, msg, duration)
         conn = inst.connection(self._addr_of(inst, msg))
-        result = conn.request(req, timeout_s=inst.api_timeout_s)
-        apply_change(msg, expect(result, ChangeInvisibleTimeReply))
+        pop_codec.changed(msg, conn.request(req, timeout_s=inst.api_timeout_s))

@@ -7,92 +7,37 @@ broker may still have popped messages for it, which come back after their invisi
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Self
 
-from opentelemetry import trace
-
+from ferry.client import pop_codec
 from ferry.client.aio.instance import AsyncClientInstance
 from ferry.client.aio.replier import send_reply
 from ferry.client.heartbeats import stamped
 from ferry.client.instance import not_started
-from ferry.client.message import ConsumeFromWhere, MessageExt, SendResult
+from ferry.client.message import MessageExt, SendResult
 from ferry.client.message_selector import Expression
-from ferry.client.pop_codec import (
-    PopSettings,
-    ack_request,
-    apply_change,
-    batch_ack_errors,
-    batch_ack_request,
-    change_request,
-    check_subscription,
-    decode_pop_reply,
-    heartbeat_request,
-    no_target_error,
-    receive_rounds,
-    reply_timeout_s,
-    route_targets,
-)
-from ferry.client.route import parse_namesrv
-from ferry.client.transport import expect
-from ferry.protocol.auth import Credentials
+from ferry.client.pop_consumer import PopConsumerBase
 from ferry.protocol.errors import BrokerNotExistError, FerryError
-from ferry.protocol.messages import (
-    BatchAckMessageReply,
-    ChangeInvisibleTimeReply,
-    OkReply,
-    PopMessageReply,
-)
 
 log = logging.getLogger("ferry.client.aio.simple_consumer")
 
 
-class SimpleConsumer:
-    """Durations in seconds, as the sync SimpleConsumer's."""
+class SimpleConsumer(PopConsumerBase):
+    """Durations in seconds, as the sync SimpleConsumer's; options: see PopConsumerBase."""
 
-    def __init__(
-        self,
-        group: str,
-        namesrv: str,
-        subscriptions: Mapping[str, Expression] | None = None,
-        *,
-        await_duration: float = 20.0,
-        invisible_duration: float = 60.0,
-        consume_from: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
-        max_reconsume_times: int = 16,
-        heartbeat_interval_ms: int = 30_000,
-        tracer_provider: trace.TracerProvider | None = None,
-        credentials: Credentials | None = None,
-        tls_server_key: str | None = None,
-    ) -> None:
-        """As ferry.client.SimpleConsumer's (pop_codec.PopSettings checks them)."""
-        self.settings = PopSettings(
-            group, await_duration, invisible_duration, consume_from, max_reconsume_times
-        )
-        parse_namesrv(namesrv)
-        for topic, expression in (subscriptions or {}).items():
-            check_subscription(topic, expression)
-        self.group = group
-        self.namesrv = namesrv
-        self.subscriptions: dict[str, Expression] = dict(subscriptions or {})
-        self._heartbeat_s = heartbeat_interval_ms / 1000
-        self._client_args = (tracer_provider, credentials, tls_server_key)
-        self._instance: AsyncClientInstance | None = None
-        self._turn = itertools.count()
+    _instance: AsyncClientInstance | None = None
+
+    @property
+    def subscriptions(self) -> dict[str, Expression]:
+        """The subscriptions themselves (not a copy: one loop uses them)."""
+        return self._subscriptions
 
     async def start(self) -> None:
         if self._instance is not None:
             return
-        provider, credentials, key = self._client_args
-        self._instance = AsyncClientInstance(
-            self.namesrv,
-            role="consumer",
-            tracer_provider=provider,
-            credentials=credentials,
-            tls_server_key=key,
-        )
+        self._instance = self._new_instance(AsyncClientInstance)
         await self.heartbeat()
         self._instance.every(self._heartbeat_s, self.heartbeat)
 
@@ -114,7 +59,7 @@ class SimpleConsumer:
         return self._instance
 
     async def subscribe(self, topic: str, expression: Expression = "*") -> None:
-        check_subscription(topic, expression)
+        pop_codec.check_subscription(topic, expression)
         self.subscriptions[topic] = expression
         await self.heartbeat()
 
@@ -126,7 +71,7 @@ class SimpleConsumer:
         inst = self._instance
         if inst is None:
             return
-        body = heartbeat_request(inst.client_id, self.group, self.subscriptions)
+        body = pop_codec.heartbeat_request(inst.client_id, self.group, self.subscriptions)
         addrs: set[str] = set()
         for topic in list(self.subscriptions):
             try:
@@ -147,25 +92,12 @@ class SimpleConsumer:
         """Up to max_messages messages, waiting up to await_duration for the first ones; []
         when none came. Each stays invisible to the group for invisible_duration."""
         inst = self._started()
-        targets = [
-            target
-            for topic, expression in sorted(self.subscriptions.items(), key=lambda kv: kv[0])
-            for target in route_targets(topic, expression, await inst.routes.ensure(topic))
-        ]
-        if not targets:
-            raise no_target_error(self.group, self.subscriptions)
-        settings = self.settings
-        for target, await_s in receive_rounds(targets, next(self._turn), settings.await_duration):
-            req = settings.request(
-                target,
-                max_messages=max_messages,
-                invisible_duration=invisible_duration,
-                await_s=await_s,
-                client_id=inst.client_id,
-            )
-            conn = inst.connection(target.addr)
-            result = await conn.request(req, timeout_s=reply_timeout_s(await_s, inst.api_timeout_s))
-            msgs = decode_pop_reply(expect(result, PopMessageReply), result[1], target.broker_name)
+        subscriptions = self.subscriptions
+        routes = {topic: await inst.routes.ensure(topic) for topic in sorted(subscriptions)}
+        rounds = self._rounds(inst, subscriptions, routes, max_messages, invisible_duration)
+        for target, req, timeout_s in rounds:
+            result = await inst.connection(target.addr).request(req, timeout_s=timeout_s)
+            msgs = pop_codec.popped(result, target.broker_name)
             if msgs:
                 return msgs
         return []
@@ -195,9 +127,8 @@ class SimpleConsumer:
         """The message is consumed; InvalidReceiptHandleError when its handle is stale."""
         inst = self._started()
         conn = inst.connection(await self._addr_of(msg))
-        expect(
-            await conn.request(ack_request(self.group, msg), timeout_s=inst.api_timeout_s), OkReply
-        )
+        req = pop_codec.ack_request(self.group, msg)
+        pop_codec.acked(await conn.request(req, timeout_s=inst.api_timeout_s))
 
     async def ack_batch(self, msgs: Sequence[MessageExt]) -> list[FerryError | None]:
         """One request per broker; per message None, or the error ack() would raise."""
@@ -207,11 +138,9 @@ class SimpleConsumer:
             by_addr.setdefault(await self._addr_of(msg), []).append(i)
         out: list[FerryError | None] = [None] * len(msgs)
         for addr, indexes in by_addr.items():
-            req = batch_ack_request(self.group, [msgs[i] for i in indexes])
+            req = pop_codec.batch_ack_request(self.group, [msgs[i] for i in indexes])
             result = await inst.connection(addr).request(req, timeout_s=inst.api_timeout_s)
-            for i, err in zip(
-                indexes, batch_ack_errors(expect(result, BatchAckMessageReply)), strict=True
-            ):
+            for i, err in zip(indexes, pop_codec.batch_acked(result), strict=True):
                 out[i] = err
         return out
 
@@ -219,8 +148,5 @@ class SimpleConsumer:
         """The message stays invisible `duration` s from now; its receipt handle is renewed."""
         inst = self._started()
         conn = inst.connection(await self._addr_of(msg))
-        req = change_request(self.group, msg, duration)
-        apply_change(
-            msg,
-            expect(await conn.request(req, timeout_s=inst.api_timeout_s), ChangeInvisibleTimeReply),
-        )
+        req = pop_codec.change_request(self.group, msg, duration)
+        pop_codec.changed(msg, await conn.request(req, timeout_s=inst.api_timeout_s))
