@@ -21,7 +21,7 @@ from ferry.client.message_selector import Expression, as_selector, is_sql, subsc
 from ferry.client.offset_reset import on_reset_notice
 from ferry.client.offset_store import LocalOffsetStore, open_local_store
 from ferry.client.puller import PullConfig, Puller, PullSink
-from ferry.client.replier import send_reply
+from ferry.client.replier import ReplySend, send_reply
 from ferry.client.route import parse_namesrv
 from ferry.protocol.auth import Credentials
 from ferry.protocol.errors import FerryError
@@ -107,7 +107,9 @@ class GroupConsumer(Lifecycle):
         inst = self._instance
         if inst is None:
             raise not_started(f"consumer {self.group}")
-        return send_reply(inst, self.group, request, body, properties, timeout_ms / 1000)
+        return send_reply(
+            inst, ReplySend(inst, self.group, request, body, properties, timeout_ms / 1000)
+        )
 
     def _subscribe(self, topic: str, expression: Expression) -> None:
         """Adds (or replaces) a subscription; after start, an SQL92 one is first shown to the

@@ -21,7 +21,7 @@ from ferry.client.lifecycle import Lifecycle
 from ferry.client.message import MessageExt, SendResult
 from ferry.client.message_selector import Expression
 from ferry.client.pop_consumer import PopConsumerBase
-from ferry.client.replier import send_reply
+from ferry.client.replier import ReplySend, send_reply
 from ferry.client.transport import Result
 from ferry.protocol.errors import BrokerNotExistError, FerryError
 
@@ -133,7 +133,9 @@ class SimpleConsumer(PopConsumerBase, Lifecycle):
     ) -> SendResult:
         """Answers a message sent with Producer.request, as the other consumers' reply()."""
         inst = self._started()
-        return send_reply(inst, self.group, request, body, properties, timeout_ms / 1000)
+        return send_reply(
+            inst, ReplySend(inst, self.group, request, body, properties, timeout_ms / 1000)
+        )
 
     def ack_batch(self, msgs: Sequence[MessageExt]) -> list[FerryError | None]:
         """Acks many messages, one request per broker; per message, None when acked or the

@@ -19,6 +19,7 @@ from ferry.client.instance import not_started
 from ferry.client.message import MessageExt, SendResult
 from ferry.client.message_selector import Expression
 from ferry.client.pop_consumer import PopConsumerBase
+from ferry.client.replier import ReplySend
 from ferry.protocol.errors import BrokerNotExistError, FerryError
 
 log = logging.getLogger("ferry.client.aio.simple_consumer")
@@ -121,7 +122,9 @@ class SimpleConsumer(PopConsumerBase):
     ) -> SendResult:
         """Answers a message sent with Producer.request, as the sync consumers' reply()."""
         inst = self._started()
-        return await send_reply(inst, self.group, request, body, properties, timeout_ms / 1000)
+        return await send_reply(
+            inst, ReplySend(inst, self.group, request, body, properties, timeout_ms / 1000)
+        )
 
     async def ack(self, msg: MessageExt) -> None:
         """The message is consumed; InvalidReceiptHandleError when its handle is stale."""
