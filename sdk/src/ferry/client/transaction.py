@@ -13,7 +13,9 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -115,11 +117,7 @@ class TransactionProducer(Producer):
         except FerryError as err:
             log.debug("cluster info for heartbeats not fetched: %s", err)
         else:
-            addrs.update(
-                data.broker_addrs[MASTER_ID]
-                for data in info.brokers.values()
-                if MASTER_ID in data.broker_addrs
-            )
+            addrs.update(cluster_masters(info))
         for addr in addrs:
             self._heartbeat_to(addr)
 
@@ -165,17 +163,13 @@ class TransactionProducer(Producer):
         call = end_call(self.group, sent, state, trace_carrier, inst.routes, inst.tracing)
         if call is None:
             return
-        error: FerryError | None = None
-        try:
+        with call.sending(inst.tracing):
             inst.connection(call.addr).request(
                 call.body,
                 timeout_s=min(END_TIMEOUT_S, self.send_timeout_s),
                 traceparent=call.traceparent,
                 tracestate=call.tracestate,
             )
-        except FerryError as err:
-            error = err
-        call.finish(inst.tracing, error)
 
     # ---- checks from the broker ----
 
@@ -196,26 +190,23 @@ class TransactionProducer(Producer):
         inst = self._instance
         if inst is None:
             return
-        try:
-            msg = checked_message(notice, inst.routes, address)
-        except (record.RecordError, StopIteration, ValueError) as exc:
-            log.warning("check for %s has an unreadable message: %s", notice.msg_id, exc)
+        msg = readable_check(notice, inst.routes, address)
+        if msg is None:
             return
         try:
             state = local_state(self.listener.check_local_transaction(msg))
         except Exception:
             log.exception("checking transaction %s failed; answering UNKNOWN", notice.msg_id)
             state = LocalTransactionState.UNKNOWN
-        body = check_answer(self.group, notice, msg, state)
-        span = inst.tracing.start_transaction(
-            "check_transaction_state", self.group, notice.msg_id, state.name, msg.properties
-        )
-        traceparent, tracestate = trace_context(inst.tracing, span)
+        call = check_call(self.group, notice, msg, state, address, inst.tracing)
         future: Future[Any] = inst.connection(address).submit(
-            body, timeout_s=END_TIMEOUT_S, traceparent=traceparent, tracestate=tracestate
+            call.body,
+            timeout_s=END_TIMEOUT_S,
+            traceparent=call.traceparent,
+            tracestate=call.tracestate,
         )
         future.add_done_callback(log_failure(f"answer to the check of {notice.msg_id}"))
-        inst.tracing.end(span, address=address)
+        inst.tracing.end(call.span, address=address)
 
 
 def half_message(msg: Message, group: str) -> Message:
@@ -281,6 +272,17 @@ class EndCall:
     traceparent: str
     tracestate: str
 
+    @contextmanager
+    def sending(self, tracing: Tracing) -> Iterator[None]:
+        """Around the request: a failure is logged, not raised (the broker's check settles
+        the transaction), and the span ends with it."""
+        error: FerryError | None = None
+        try:
+            yield
+        except FerryError as err:
+            error = err
+        self.finish(tracing, error)
+
     def finish(self, tracing: Tracing, error: FerryError | None) -> None:
         if error is not None:
             log.warning(
@@ -307,6 +309,22 @@ def end_call(
     return EndCall(addr, end_request(group, sent, state), span, traceparent, tracestate)
 
 
+def check_call(
+    group: str,
+    notice: CheckTransactionStateNotice,
+    msg: MessageExt,
+    state: LocalTransactionState,
+    address: str,
+    tracing: Tracing,
+) -> EndCall:
+    """The answer to a broker's check, with its span."""
+    span = tracing.start_transaction(
+        "check_transaction_state", group, notice.msg_id, state.name, msg.properties
+    )
+    traceparent, tracestate = trace_context(tracing, span)
+    return EndCall(address, check_answer(group, notice, msg, state), span, traceparent, tracestate)
+
+
 def trace_context(tracing: Tracing, span: Span | None) -> tuple[str, str]:
     """(traceparent, tracestate) that make `span` the parent of a request."""
     carrier: dict[str, str] = {}
@@ -320,6 +338,26 @@ class _BrokerNames(Protocol):
 
 class _BrokerAddrs(Protocol):
     def addr_of(self, broker_name: str, *, read: bool = False) -> str | None: ...
+
+
+def cluster_masters(info: ClusterInfoReply) -> list[str]:
+    """The master of every broker the name servers know."""
+    return [
+        data.broker_addrs[MASTER_ID]
+        for data in info.brokers.values()
+        if MASTER_ID in data.broker_addrs
+    ]
+
+
+def readable_check(
+    notice: CheckTransactionStateNotice, routes: _BrokerNames, address: str
+) -> MessageExt | None:
+    """checked_message, or None (logged) when the check's record does not decode."""
+    try:
+        return checked_message(notice, routes, address)
+    except (record.RecordError, StopIteration, ValueError) as exc:
+        log.warning("check for %s has an unreadable message: %s", notice.msg_id, exc)
+        return None
 
 
 def checked_message(

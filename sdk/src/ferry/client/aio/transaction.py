@@ -12,18 +12,16 @@ from ferry.client.aio.producer import Producer
 from ferry.client.message import Message, MessageExt, SendResult
 from ferry.client.transaction import (
     END_TIMEOUT_S,
-    MASTER_ID,
     LocalTransactionState,
     TransactionSendResult,
-    check_answer,
-    checked_message,
+    check_call,
+    cluster_masters,
     end_call,
     half_message,
     local_state,
-    trace_context,
+    readable_check,
     transaction_result,
 )
-from ferry.protocol import record
 from ferry.protocol.codes import SendStatus
 from ferry.protocol.errors import FerryError
 from ferry.protocol.messages import (
@@ -75,11 +73,7 @@ class TransactionProducer(Producer):
         except FerryError as err:
             log.debug("cluster info for heartbeats not fetched: %s", err)
         else:
-            addrs.update(
-                data.broker_addrs[MASTER_ID]
-                for data in info.brokers.values()
-                if MASTER_ID in data.broker_addrs
-            )
+            addrs.update(cluster_masters(info))
         for addr in addrs:
             await self._heartbeat_to(addr)
 
@@ -106,17 +100,13 @@ class TransactionProducer(Producer):
         call = end_call(self.group, sent, state, carrier, inst.routes, inst.tracing)
         if call is None:
             return
-        error: FerryError | None = None
-        try:
+        with call.sending(inst.tracing):
             await inst.connection(call.addr).request(
                 call.body,
                 timeout_s=min(END_TIMEOUT_S, self.send_timeout_s),
                 traceparent=call.traceparent,
                 tracestate=call.tracestate,
             )
-        except FerryError as err:
-            error = err
-        call.finish(inst.tracing, error)
 
     def _on_notice(self, address: str, body: AnyReply) -> None:
         if isinstance(body, CheckTransactionStateNotice) and body.producer_group == self.group:
@@ -127,27 +117,22 @@ class TransactionProducer(Producer):
     async def _check(
         self, inst: AsyncClientInstance, address: str, notice: CheckTransactionStateNotice
     ) -> None:
-        try:
-            msg = checked_message(notice, inst.routes, address)
-        except (record.RecordError, StopIteration, ValueError) as exc:
-            log.warning("check for %s has an unreadable message: %s", notice.msg_id, exc)
+        msg = readable_check(notice, inst.routes, address)
+        if msg is None:
             return
         try:
             state = await _outcome(self.listener.check_local_transaction(msg))
         except Exception:
             log.exception("checking transaction %s failed; answering UNKNOWN", notice.msg_id)
             state = LocalTransactionState.UNKNOWN
-        span = inst.tracing.start_transaction(
-            "check_transaction_state", self.group, notice.msg_id, state.name, msg.properties
-        )
-        traceparent, tracestate = trace_context(inst.tracing, span)
+        call = check_call(self.group, notice, msg, state, address, inst.tracing)
         try:
             await inst.connection(address).request(
-                check_answer(self.group, notice, msg, state),
+                call.body,
                 timeout_s=END_TIMEOUT_S,
-                traceparent=traceparent,
-                tracestate=tracestate,
+                traceparent=call.traceparent,
+                tracestate=call.tracestate,
             )
         except FerryError as err:
             log.debug("answer to the check of %s failed: %s", notice.msg_id, err)
-        inst.tracing.end(span, address=address)
+        inst.tracing.end(call.span, address=address)
