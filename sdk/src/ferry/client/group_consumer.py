@@ -14,7 +14,7 @@ from opentelemetry import trace
 
 from ferry.client.allocate import check_strategy
 from ferry.client.heartbeats import heartbeat_checked, masters_serving, send_heartbeat, unregister
-from ferry.client.instance import ClientInstance, not_started
+from ferry.client.instance import ClientInstance, InstanceOptions, not_started
 from ferry.client.lifecycle import Lifecycle
 from ferry.client.message import ConsumeFromWhere, Message, MessageModel, SendResult
 from ferry.client.message_selector import Expression, as_selector, is_sql, subscription_data
@@ -36,7 +36,7 @@ from ferry.protocol.names import check_group, check_topic
 DEFAULT_TIMESTAMP_AGO_MS = 30 * 60_000  # CONSUME_FROM_TIMESTAMP default: half an hour ago
 
 
-class GroupConsumer(Lifecycle):
+class GroupConsumer(InstanceOptions, Lifecycle):
     def __init__(
         self,
         group: str,
@@ -76,13 +76,7 @@ class GroupConsumer(Lifecycle):
 
     def _new_instance(self) -> ClientInstance:
         """What start() builds: a consumer's connections, routes and timer thread."""
-        return ClientInstance(
-            self.namesrv,
-            role="consumer",
-            tracer_provider=self._tracer_provider,
-            credentials=self._credentials,
-            tls_server_key=self._tls_server_key,
-        )
+        return self._open_instance(ClientInstance, "consumer")
 
     @property
     @abstractmethod

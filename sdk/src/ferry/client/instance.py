@@ -11,11 +11,12 @@ import os
 import random
 from collections.abc import Callable
 from importlib import metadata
+from typing import TypeVar
 
 from opentelemetry import trace
 
 from ferry.client.msg_id import MessageIdGenerator, local_ip
-from ferry.client.route import RouteCache, parse_namesrv
+from ferry.client.route import RouteCache, RouteTable, parse_namesrv
 from ferry.client.timers import Ticker
 from ferry.client.tracing import Tracing
 from ferry.client.transport import Connection, ConnectionPool
@@ -53,6 +54,8 @@ class ClientBase(ClientIdentity):
     """What a sync and an asyncio client instance build alike from the same arguments; each
     opens its own connections and routes in _open()."""
 
+    routes: RouteTable
+
     def __init__(
         self,
         namesrv: str,
@@ -86,6 +89,8 @@ class ClientBase(ClientIdentity):
 
 
 class ClientInstance(ClientBase):
+    routes: RouteCache
+
     def _open(
         self, addrs: list[str], role: str, credentials: Credentials | None, key: str | None
     ) -> None:
@@ -109,6 +114,27 @@ class ClientInstance(ClientBase):
     def close(self) -> None:
         self.ticker.close()
         self.pool.close()
+
+
+InstanceT = TypeVar("InstanceT", bound=ClientBase)
+
+
+class InstanceOptions:
+    """The options a client's start() opens its instance with, sync or asyncio."""
+
+    namesrv: str
+    _tracer_provider: trace.TracerProvider | None
+    _credentials: Credentials | None
+    _tls_server_key: str | None
+
+    def _open_instance(self, kind: type[InstanceT], role: str) -> InstanceT:
+        return kind(
+            self.namesrv,
+            role=role,
+            tracer_provider=self._tracer_provider,
+            credentials=self._credentials,
+            tls_server_key=self._tls_server_key,
+        )
 
 
 def not_started(what: str) -> IllegalStateError:

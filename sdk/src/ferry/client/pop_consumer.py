@@ -1,16 +1,15 @@
-"""What the sync and the asyncio SimpleConsumer share: their options, checked once, and how
-each opens its client instance. Requests and replies are pop_codec's."""
+"""What the sync and the asyncio SimpleConsumer share: their options, checked once, and the
+rounds of a receive. Requests and replies are pop_codec's."""
 
 from __future__ import annotations
 
 import itertools
 import threading
 from collections.abc import Iterator, Mapping
-from typing import TypeVar
 
 from opentelemetry import trace
 
-from ferry.client.instance import ClientBase
+from ferry.client.instance import ClientBase, InstanceOptions
 from ferry.client.message import ConsumeFromWhere
 from ferry.client.message_selector import Expression
 from ferry.client.pop_codec import PopSettings, PopTarget, check_subscription, receive_targets
@@ -18,10 +17,8 @@ from ferry.client.route import TopicRoute, parse_namesrv
 from ferry.protocol.auth import Credentials
 from ferry.protocol.messages import PopMessageRequest
 
-InstanceT = TypeVar("InstanceT", bound=ClientBase)
 
-
-class PopConsumerBase:
+class PopConsumerBase(InstanceOptions):
     def __init__(
         self,
         group: str,
@@ -55,15 +52,6 @@ class PopConsumerBase:
         self._tls_server_key = tls_server_key
         self._lock = threading.Lock()  # the sync consumer's calls come from any thread
         self._turn = itertools.count()
-
-    def _new_instance(self, kind: type[InstanceT]) -> InstanceT:
-        return kind(
-            self.namesrv,
-            role="consumer",
-            tracer_provider=self._tracer_provider,
-            credentials=self._credentials,
-            tls_server_key=self._tls_server_key,
-        )
 
     def _rounds(
         self,

@@ -8,7 +8,7 @@ from typing import Any
 from opentelemetry import trace
 
 from ferry.client.async_sender import BatchConfig
-from ferry.client.instance import ClientIdentity
+from ferry.client.instance import ClientIdentity, InstanceOptions
 from ferry.client.latency_fault import (
     LATENCY_MAX_MS,
     NOT_AVAILABLE_MS,
@@ -29,7 +29,7 @@ MiB = 1024 * 1024
 COMPRESS_OVER = 4096  # compressMsgBodyOverHowmuch
 
 
-class ProducerSettings:
+class ProducerSettings(InstanceOptions):
     """A producer's options, checked: what the sync Producer and ferry.client.aio's share."""
 
     def __init__(

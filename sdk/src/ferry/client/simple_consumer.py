@@ -39,7 +39,7 @@ class SimpleConsumer(PopConsumerBase, Lifecycle):
     def start(self) -> None:
         if self._instance is not None:
             return
-        inst = self._new_instance(ClientInstance)
+        inst = self._open_instance(ClientInstance, "consumer")
         self._instance = inst
         self.heartbeat()
         inst.ticker.every(self._heartbeat_s, self.heartbeat)

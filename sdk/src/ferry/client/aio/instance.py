@@ -73,6 +73,8 @@ class AsyncRoutes(RouteTable):
 class AsyncClientInstance(ClientBase):
     """Built by a client's start() inside the running loop, closed by its shutdown()."""
 
+    routes: AsyncRoutes
+
     def _open(
         self, addrs: list[str], role: str, credentials: Credentials | None, key: str | None
     ) -> None:

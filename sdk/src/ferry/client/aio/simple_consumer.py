@@ -38,7 +38,7 @@ class SimpleConsumer(PopConsumerBase):
     async def start(self) -> None:
         if self._instance is not None:
             return
-        self._instance = self._new_instance(AsyncClientInstance)
+        self._instance = self._open_instance(AsyncClientInstance, "consumer")
         await self.heartbeat()
         self._instance.every(self._heartbeat_s, self.heartbeat)
 
