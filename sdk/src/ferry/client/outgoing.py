@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict
 
 from opentelemetry import trace
 
@@ -12,6 +12,13 @@ from ferry.client.message import MessageQueue, SendResult, SendStatus, host_hex
 from ferry.client.publish import Target
 from ferry.protocol.errors import FerryError
 from ferry.protocol.messages import SendMessageReply, SendMessageRequest
+
+
+class TraceContext(TypedDict):
+    """A request's trace headers, as keyword arguments of the transports' calls."""
+
+    traceparent: str
+    tracestate: str
 
 
 class Outgoing(NamedTuple):
@@ -29,6 +36,10 @@ class Outgoing(NamedTuple):
     delay_level: int = 0  # a delayed message (sent alone): the broker holds it until due
     deliver_at_ms: int = 0  # a timer message (sent alone): absolute delivery time
     request_reply: bool = False  # a request (sent alone): the broker stamps where replies go
+
+    @property
+    def trace(self) -> TraceContext:
+        return {"traceparent": self.traceparent, "tracestate": self.tracestate}
 
 
 def join(topic: str, parts: list[Outgoing]) -> Outgoing:

@@ -20,10 +20,9 @@ from ferry.client.heartbeats import send_heartbeat, unregister
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.lifecycle import Lifecycle
 from ferry.client.message import Message, MessageExt, MessageQueue, SendResult
-from ferry.client.outgoing import Outgoing, joined_result, send_request
-from ferry.client.prepare import Preparer
-from ferry.client.producer_settings import ProducerSettings
-from ferry.client.publish import Publisher, Target, chosen_target
+from ferry.client.outgoing import Outgoing, joined_result
+from ferry.client.producer_base import ProducerBase
+from ferry.client.publish import Publisher, Target, chosen_target, oneway_target
 from ferry.client.request_reply import DEFAULT_REQUEST_TIMEOUT_MS, RequestCallback
 from ferry.client.requester import Requester
 from ferry.client.selector import Selector
@@ -35,28 +34,19 @@ from ferry.protocol.messages import HeartbeatRequest, SendMessageReply, Unregist
 log = logging.getLogger("ferry.client.producer")
 
 
-class Producer(ProducerSettings, Lifecycle):
+class Producer(ProducerBase[ClientInstance], Lifecycle):
     """Sends messages of one producer group. Thread-safe once started."""
 
-    _instance: ClientInstance | None = None
-    _publisher: Publisher | None = None
     _async: AsyncSender | None = None
     _requester: Requester | None = None
-    _preparer: Preparer | None = None
 
     # ---- lifecycle ----
 
     def start(self) -> None:
         if self._instance is not None:
             return
-        inst = ClientInstance(
-            self.namesrv,
-            role="producer",
-            tracer_provider=self._tracer_provider,
-            credentials=self._credentials,
-            tls_server_key=self._tls_server_key,
-        )
-        self._publisher, self._preparer = self._sending_parts(inst.routes, inst, inst.tracing)
+        inst = self._open(ClientInstance)
+        assert self._publisher is not None
         self._async = AsyncSender(
             inst,
             self._publisher,
@@ -86,10 +76,6 @@ class Producer(ProducerSettings, Lifecycle):
         body = UnregisterClientRequest(client_id=inst.client_id, producer_group=self.group)
         unregister(inst, body, inst.routes.master_addrs().values())
         inst.close()
-
-    @property
-    def client_id(self) -> str:
-        return self._started().client_id
 
     def heartbeat(self) -> None:
         """Tells every known broker this client belongs to the group (every 30 s)."""
@@ -167,16 +153,9 @@ class Producer(ProducerSettings, Lifecycle):
         out = self._prepare([msg])
         inst, publisher = self._parts()
         try:
-            if to is None:
-                target = publisher.next_target(out.topic)
-            else:
-                target = chosen_target(publisher, out.topic, msg, to, arg)
-            assert target is not None
+            target = oneway_target(publisher, out.topic, msg, to, arg, may_block=True)
             inst.connection(target.address).send_oneway(
-                send_request(self.group, out, target, self.default_topic_queue_nums),
-                [out.payload],
-                traceparent=out.traceparent,
-                tracestate=out.tracestate,
+                self._request(out, target), [out.payload], **out.trace
             )
         except Exception as err:  # a FerryError, or the selector's own failure
             inst.tracing.end(out.span, err)
@@ -222,22 +201,6 @@ class Producer(ProducerSettings, Lifecycle):
 
     # ---- internals ----
 
-    def _started(self) -> ClientInstance:
-        inst = self._instance
-        if inst is None:
-            raise not_started(f"producer {self.group}")
-        return inst
-
-    def _parts(self) -> tuple[ClientInstance, Publisher]:
-        inst = self._started()
-        assert self._publisher is not None
-        return inst, self._publisher
-
-    def _encoder(self) -> Preparer:
-        self._started()
-        assert self._preparer is not None
-        return self._preparer
-
     def _prepare_one(self, msg: Message) -> Outgoing:
         return self._encoder().prepare_one(msg)
 
@@ -251,7 +214,7 @@ class Producer(ProducerSettings, Lifecycle):
         broker = target.queue.broker_name
         try:
             result = inst.connection(target.address).request(
-                send_request(self.group, out, target, self.default_topic_queue_nums),
+                self._request(out, target),
                 [out.payload],
                 timeout_s=timeout_s,
                 traceparent=out.traceparent,

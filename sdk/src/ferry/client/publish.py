@@ -195,6 +195,24 @@ def _check_writable(topic: str, found: tuple[TopicRoute, str]) -> tuple[TopicRou
     return found
 
 
+def oneway_target(
+    publisher: Publisher,
+    topic: str,
+    msg: Message,
+    to: MessageQueue | Selector | None,
+    arg: Any,
+    *,
+    may_block: bool,
+) -> Target:
+    """Where a oneway send goes: the next queue round robin, or the one `to` picks."""
+    if to is None:
+        target = publisher.next_target(topic, may_block=may_block)
+    else:
+        target = chosen_target(publisher, topic, msg, to, arg)
+    assert target is not None
+    return target
+
+
 def chosen_target(
     publisher: Publisher, topic: str, msg: Message, to: MessageQueue | Selector, arg: Any
 ) -> Target:

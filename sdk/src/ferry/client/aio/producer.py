@@ -23,12 +23,10 @@ from ferry.client.aio.instance import AsyncClientInstance
 from ferry.client.aio.requester import AsyncRequester
 from ferry.client.async_sender import Batch, TopicAccumulator, build_batch
 from ferry.client.heartbeats import stamped
-from ferry.client.instance import not_started
 from ferry.client.message import Message, MessageExt, MessageQueue, SendResult
-from ferry.client.outgoing import Outgoing, each_result, joined_result, send_request
-from ferry.client.prepare import Preparer
-from ferry.client.producer_settings import ProducerSettings
-from ferry.client.publish import Publisher, Target, chosen_target, no_route_error
+from ferry.client.outgoing import Outgoing, each_result, joined_result
+from ferry.client.producer_base import ProducerBase
+from ferry.client.publish import Publisher, Target, chosen_target, no_route_error, oneway_target
 from ferry.client.request_reply import DEFAULT_REQUEST_TIMEOUT_MS
 from ferry.client.selector import Selector
 from ferry.client.send_retry import SendRetries
@@ -42,26 +40,16 @@ log = logging.getLogger("ferry.client.aio.producer")
 Chosen = Callable[[Publisher], Target]
 
 
-class Producer(ProducerSettings):
+class Producer(ProducerBase[AsyncClientInstance]):
     """Sends messages of one producer group from asyncio tasks (one event loop)."""
-
-    _instance: AsyncClientInstance | None = None
-    _publisher: Publisher | None = None
-    _preparer: Preparer | None = None
 
     # ---- lifecycle ----
 
     async def start(self) -> None:
         if self._instance is not None:
             return
-        inst = AsyncClientInstance(
-            self.namesrv,
-            role="producer",
-            tracer_provider=self._tracer_provider,
-            credentials=self._credentials,
-            tls_server_key=self._tls_server_key,
-        )
-        self._publisher, self._preparer = self._sending_parts(inst.routes, inst, inst.tracing)
+        inst = self._open(AsyncClientInstance)
+        assert self._preparer is not None
         self._topics: dict[str, TopicAccumulator] = {}
         self._waiters: dict[Batch, list[asyncio.Future[SendResult]]] = {}  # by batch, in order
         self._sending: set[asyncio.Task[None]] = set()
@@ -102,10 +90,6 @@ class Producer(ProducerSettings):
 
     async def __aexit__(self, *_exc: object) -> None:
         await self.shutdown()
-
-    @property
-    def client_id(self) -> str:
-        return self._started().client_id
 
     async def heartbeat(self) -> None:
         """Tells every known broker this client belongs to the group (every 30 s)."""
@@ -171,17 +155,12 @@ class Producer(ProducerSettings):
         inst, publisher = self._parts()
         try:
             await self._route_ready(out.topic)
-            if to is None:
-                target = publisher.next_target(out.topic, may_block=False)
-                assert target is not None
-            else:
-                target = chosen_target(publisher, out.topic, msg, to, arg)
+            target = oneway_target(publisher, out.topic, msg, to, arg, may_block=False)
             await inst.connection(target.address).send_oneway(
-                send_request(self.group, out, target, self.default_topic_queue_nums),
+                self._request(out, target),
                 [out.payload],
                 timeout_s=self.send_timeout_s,
-                traceparent=out.traceparent,
-                tracestate=out.tracestate,
+                **out.trace,
             )
         except Exception as err:
             inst.tracing.end(out.span, err)
@@ -323,11 +302,7 @@ class Producer(ProducerSettings):
         broker = target.queue.broker_name
         try:
             result = await inst.connection(target.address).request(
-                send_request(self.group, out, target, self.default_topic_queue_nums),
-                [out.payload],
-                timeout_s=timeout_s,
-                traceparent=out.traceparent,
-                tracestate=out.tracestate,
+                self._request(out, target), [out.payload], timeout_s=timeout_s, **out.trace
             )
         except FerryError as err:
             self._faults.update(broker, 0, failed=err.retriable)
@@ -350,21 +325,3 @@ class Producer(ProducerSettings):
             except TopicNotExistError:
                 raise no_route_error(topic) from None
             publisher.use_fallback(topic, default)
-
-    # ---- internals ----
-
-    def _started(self) -> AsyncClientInstance:
-        inst = self._instance
-        if inst is None:
-            raise not_started(f"producer {self.group}")
-        return inst
-
-    def _parts(self) -> tuple[AsyncClientInstance, Publisher]:
-        inst = self._started()
-        assert self._publisher is not None
-        return inst, self._publisher
-
-    def _encoder(self) -> Preparer:
-        self._started()
-        assert self._preparer is not None
-        return self._preparer
