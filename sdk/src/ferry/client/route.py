@@ -244,15 +244,16 @@ class RouteCache(RouteTable):
         followed by another name server's answer is logged."""
         errors: list[tuple[str, FerryError]] = []
         for index, addr in self.namesrv_order():
-            outcome: Result | FerryError
-            try:
-                outcome = self._pool.get(addr).request(body, timeout_s=self._timeout_s)
-            except FerryError as err:
-                outcome = err
-            reply = self.namesrv_outcome(index, outcome, errors, cls)
+            reply = self.namesrv_outcome(index, self._ask(addr, body), errors, cls)
             if reply is not None:
                 return reply
         raise self.none_answered(errors)
+
+    def _ask(self, addr: str, body: AnyRequest) -> Result | FerryError:
+        try:
+            return self._pool.get(addr).request(body, timeout_s=self._timeout_s)
+        except FerryError as err:
+            return err
 
     def fetch(self, topic: str) -> TopicRoute:
         """Asks the name servers now; TopicNotExistError when no broker serves the topic."""

@@ -38,15 +38,16 @@ class AsyncRoutes(RouteTable):
         """Asks the name servers in turn, as RouteCache.namesrv_request does."""
         errors: list[tuple[str, FerryError]] = []
         for index, addr in self.namesrv_order():
-            outcome: Result | FerryError
-            try:
-                outcome = await self._pool.get(addr).request(body, timeout_s=self._timeout_s)
-            except FerryError as err:
-                outcome = err
-            reply = self.namesrv_outcome(index, outcome, errors, cls)
+            reply = self.namesrv_outcome(index, await self._ask(addr, body), errors, cls)
             if reply is not None:
                 return reply
         raise self.none_answered(errors)
+
+    async def _ask(self, addr: str, body: AnyRequest) -> Result | FerryError:
+        try:
+            return await self._pool.get(addr).request(body, timeout_s=self._timeout_s)
+        except FerryError as err:
+            return err
 
     async def fetch_route(self, topic: str) -> TopicRoute:
         """Asks the name servers now; TopicNotExistError when no broker serves the topic."""
