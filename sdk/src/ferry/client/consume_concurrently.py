@@ -14,12 +14,10 @@ BROADCASTING consumers do not retry. A message still in the listener after
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
-from ferry.client.consume_service import ConsumeConfig, ConsumeService, Listener
+from ferry.client.consume_service import ConsumeService
 from ferry.client.consume_state import QueueState
-from ferry.client.instance import ClientInstance
 from ferry.client.message import ConsumeResult, MessageExt
 from ferry.client.work_loops import WorkLoops
 
@@ -34,16 +32,9 @@ Batch = tuple[QueueState, list[MessageExt]]
 class ConcurrentConsumeService(ConsumeService):
     orderly = False
 
-    def __init__(
-        self,
-        inst: ClientInstance,
-        config: ConsumeConfig,
-        listener: Listener,
-        cond: threading.Condition,
-    ) -> None:
-        super().__init__(inst, config, listener, cond)
+    def _setup(self) -> None:
         self._work: WorkLoops[Batch] = WorkLoops(
-            lambda batch: self._consume(*batch), self.submit, config.thread_nums
+            lambda batch: self._consume(*batch), self.submit, self.config.thread_nums
         )
 
     def dispatch(self, state: QueueState, msgs: list[MessageExt]) -> None:

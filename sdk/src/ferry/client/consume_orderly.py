@@ -11,13 +11,11 @@ its reconsume times incremented; a message out of reconsume times goes to %DLQ%g
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterable
 
-from ferry.client.consume_service import ConsumeConfig, ConsumeService, Listener
+from ferry.client.consume_service import ConsumeService
 from ferry.client.consume_state import QueueState
-from ferry.client.instance import ClientInstance
 from ferry.client.message import ConsumeResult, MessageExt, MessageQueue
 
 log = logging.getLogger("ferry.client.consumer")
@@ -29,14 +27,7 @@ DLQ_DELAY_LEVEL = -1
 class OrderlyConsumeService(ConsumeService):
     orderly = True
 
-    def __init__(
-        self,
-        inst: ClientInstance,
-        config: ConsumeConfig,
-        listener: Listener,
-        cond: threading.Condition,
-    ) -> None:
-        super().__init__(inst, config, listener, cond)
+    def _setup(self) -> None:
         self._locked_at: dict[MessageQueue, float] = {}  # queue -> monotonic time locked
 
     # ---- locks (the rebalance and the renewal tell us) ----

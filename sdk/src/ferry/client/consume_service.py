@@ -84,6 +84,10 @@ class ConsumeService:
         self._active = 0  # tasks submitted and not finished
         self._idle = threading.Condition()
         self.closing = False
+        self._setup()
+
+    def _setup(self) -> None:
+        """What a kind of service adds to the common state (the constructor's last step)."""
 
     def bind(self, puller: Puller) -> None:
         self.puller = puller
