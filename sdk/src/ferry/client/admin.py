@@ -7,15 +7,14 @@ from collections.abc import Iterator
 from typing import TypeVar
 
 from ferry.client import admin_ops, consume_progress, pop_progress, queries
+from ferry.client.admin_options import AdminOptions
 from ferry.client.auth_admin import AuthAdminMixin
 from ferry.client.consume_progress import GroupLag, QueueProgress
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.lifecycle import Lifecycle
 from ferry.client.message import MessageExt, MessageQueue
 from ferry.client.message_selector import Expression
-from ferry.client.route import parse_namesrv
 from ferry.client.transport import expect, wait
-from ferry.protocol.auth import Credentials
 from ferry.protocol.codes import Perm
 from ferry.protocol.errors import (
     BrokerNotExistError,
@@ -71,21 +70,10 @@ MASTER_ID = 0
 R = TypeVar("R", bound=Reply)
 
 
-class Admin(AuthAdminMixin, Lifecycle):
-    def __init__(
-        self,
-        namesrv: str,
-        *,
-        timeout_ms: int = 3000,
-        credentials: Credentials | None = None,
-        tls_server_key: str | None = None,
-    ) -> None:
-        parse_namesrv(namesrv)
-        self.namesrv = namesrv
-        self.credentials = credentials
-        self.tls_server_key = tls_server_key
-        self._timeout_s = timeout_ms / 1000
-        self._instance: ClientInstance | None = None
+class Admin(AdminOptions, AuthAdminMixin, Lifecycle):
+    """Options: see AdminOptions."""
+
+    _instance: ClientInstance | None = None
 
     def start(self) -> None:
         if self._instance is None:

@@ -3,36 +3,47 @@
 An admin operation is often several requests with logic between them (cluster info, then
 every master, then merged replies); running the sync Admin's own code keeps one definition
 of each and its errors. Admin calls are rare, so the thread hop costs nothing that matters.
-Any other operation of ferry.client.Admin is reachable with `await admin.call(fn)`.
+The common operations are the sync Admin's own methods made coroutines (_threaded: the same
+parameters and docstrings); any other is reachable with `await admin.call(fn)`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any, Self, TypeVar
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 from ferry.client.admin import Admin as SyncAdmin
-from ferry.client.consume_progress import GroupLag, QueueProgress
-from ferry.client.message import MessageQueue
-from ferry.protocol.auth import Credentials
-from ferry.protocol.codes import Perm
-from ferry.protocol.messages import ClusterInfoReply, QueueStat, TopicRouteData
+from ferry.client.admin_options import AdminOptions
 
+P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class Admin:
-    def __init__(
-        self,
-        namesrv: str,
-        *,
-        timeout_ms: int = 3000,
-        credentials: Credentials | None = None,
-        tls_server_key: str | None = None,
-    ) -> None:
-        self._admin = SyncAdmin(
-            namesrv, timeout_ms=timeout_ms, credentials=credentials, tls_server_key=tls_server_key
+def _threaded(
+    op: Callable[Concatenate[SyncAdmin, P], T],
+) -> Callable[Concatenate[Admin, P], Coroutine[Any, Any, T]]:
+    """The sync Admin's operation as a coroutine method that runs it in a worker thread."""
+
+    async def run(admin: Admin, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await asyncio.to_thread(op, admin._admin, *args, **kwargs)
+
+    functools.update_wrapper(run, op)
+    return run
+
+
+class Admin(AdminOptions):
+    """Options: see AdminOptions."""
+
+    @functools.cached_property
+    def _admin(self) -> SyncAdmin:
+        """The sync Admin whose code the operations run (made on first use)."""
+        return SyncAdmin(
+            self.namesrv,
+            timeout_ms=self._timeout_ms,
+            credentials=self.credentials,
+            tls_server_key=self.tls_server_key,
         )
 
     async def start(self) -> None:
@@ -52,72 +63,24 @@ class Admin:
         """Runs fn(sync admin) in a worker thread: any ferry.client.Admin operation."""
         return await asyncio.to_thread(fn, self._admin)
 
-    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
     # ---- the common operations, typed ----
 
-    async def create_topic(
-        self,
-        topic: str,
-        read_queue_nums: int = 8,
-        write_queue_nums: int = 8,
-        perm: int = Perm.READ_WRITE,
-        *,
-        cluster: str | None = None,
-        broker_addr: str | None = None,
-    ) -> list[str]:
-        return await self._run(
-            self._admin.create_topic,
-            topic,
-            read_queue_nums,
-            write_queue_nums,
-            perm,
-            cluster=cluster,
-            broker_addr=broker_addr,
-        )
+    create_topic = _threaded(SyncAdmin.create_topic)
 
     async def delete_topic(self, topic: str, cluster: str | None = None) -> None:
-        await self._run(self._admin.delete_topic, topic, cluster)
+        await asyncio.to_thread(self._admin.delete_topic, topic, cluster)
 
-    async def topic_list(self) -> list[str]:
-        return await self._run(self._admin.topic_list)
-
-    async def topic_route(self, topic: str) -> TopicRouteData:
-        return await self._run(self._admin.topic_route, topic)
-
-    async def topic_stats(self, topic: str) -> dict[str, list[QueueStat]]:
-        return await self._run(self._admin.topic_stats, topic)
-
-    async def cluster_info(self) -> ClusterInfoReply:
-        return await self._run(self._admin.cluster_info)
-
-    async def master_addrs(self, cluster: str | None = None) -> dict[str, str]:
-        return await self._run(self._admin.master_addrs, cluster)
-
-    async def queues(self, topic: str) -> list[MessageQueue]:
-        return await self._run(self._admin.queues, topic)
-
-    async def max_offset(self, queue: MessageQueue) -> int:
-        return await self._run(self._admin.max_offset, queue)
-
-    async def min_offset(self, queue: MessageQueue) -> int:
-        return await self._run(self._admin.min_offset, queue)
-
-    async def consumer_offset(self, group: str, queue: MessageQueue) -> int | None:
-        return await self._run(self._admin.consumer_offset, group, queue)
-
-    async def update_consumer_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
-        await self._run(self._admin.update_consumer_offset, group, queue, offset)
-
-    async def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
-        return await self._run(self._admin.search_offset, queue, timestamp_ms)
-
-    async def consumer_progress(self, group: str, topic: str) -> list[QueueProgress]:
-        return await self._run(self._admin.consumer_progress, group, topic)
-
-    async def consumer_groups(self, topic: str) -> list[str]:
-        return await self._run(self._admin.consumer_groups, topic)
-
-    async def group_lags(self, topic: str | None = None) -> list[GroupLag]:
-        return await self._run(self._admin.group_lags, topic)
+    topic_list = _threaded(SyncAdmin.topic_list)
+    topic_route = _threaded(SyncAdmin.topic_route)
+    topic_stats = _threaded(SyncAdmin.topic_stats)
+    cluster_info = _threaded(SyncAdmin.cluster_info)
+    master_addrs = _threaded(SyncAdmin.master_addrs)
+    queues = _threaded(SyncAdmin.queues)
+    max_offset = _threaded(SyncAdmin.max_offset)
+    min_offset = _threaded(SyncAdmin.min_offset)
+    consumer_offset = _threaded(SyncAdmin.consumer_offset)
+    update_consumer_offset = _threaded(SyncAdmin.update_consumer_offset)
+    search_offset = _threaded(SyncAdmin.search_offset)
+    consumer_progress = _threaded(SyncAdmin.consumer_progress)
+    consumer_groups = _threaded(SyncAdmin.consumer_groups)
+    group_lags = _threaded(SyncAdmin.group_lags)
