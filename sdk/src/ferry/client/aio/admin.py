@@ -3,34 +3,22 @@
 An admin operation is often several requests with logic between them (cluster info, then
 every master, then merged replies); running the sync Admin's own code keeps one definition
 of each and its errors. Admin calls are rare, so the thread hop costs nothing that matters.
-The common operations are the sync Admin's own methods made coroutines (_threaded: the same
-parameters and docstrings); any other is reachable with `await admin.call(fn)`.
+The common operations are the sync Admin's own methods made coroutines (aio.threaded: the
+same parameters and docstrings); any other is reachable with `await admin.call(fn)`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+from collections.abc import Callable
+from typing import Self, TypeVar
 
 from ferry.client.admin import Admin as SyncAdmin
 from ferry.client.admin_options import AdminOptions
+from ferry.client.aio.threaded import threaded
 
-P = ParamSpec("P")
 T = TypeVar("T")
-
-
-def _threaded(
-    op: Callable[Concatenate[SyncAdmin, P], T],
-) -> Callable[Concatenate[Admin, P], Coroutine[Any, Any, T]]:
-    """The sync Admin's operation as a coroutine method that runs it in a worker thread."""
-
-    async def run(admin: Admin, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await asyncio.to_thread(op, admin._admin, *args, **kwargs)
-
-    functools.update_wrapper(run, op)
-    return run
 
 
 class Admin(AdminOptions):
@@ -65,22 +53,25 @@ class Admin(AdminOptions):
 
     # ---- the common operations, typed ----
 
-    create_topic = _threaded(SyncAdmin.create_topic)
+    def _sync(self) -> SyncAdmin:
+        return self._admin
+
+    create_topic = threaded(SyncAdmin.create_topic, _sync)
 
     async def delete_topic(self, topic: str, cluster: str | None = None) -> None:
         await asyncio.to_thread(self._admin.delete_topic, topic, cluster)
 
-    topic_list = _threaded(SyncAdmin.topic_list)
-    topic_route = _threaded(SyncAdmin.topic_route)
-    topic_stats = _threaded(SyncAdmin.topic_stats)
-    cluster_info = _threaded(SyncAdmin.cluster_info)
-    master_addrs = _threaded(SyncAdmin.master_addrs)
-    queues = _threaded(SyncAdmin.queues)
-    max_offset = _threaded(SyncAdmin.max_offset)
-    min_offset = _threaded(SyncAdmin.min_offset)
-    consumer_offset = _threaded(SyncAdmin.consumer_offset)
-    update_consumer_offset = _threaded(SyncAdmin.update_consumer_offset)
-    search_offset = _threaded(SyncAdmin.search_offset)
-    consumer_progress = _threaded(SyncAdmin.consumer_progress)
-    consumer_groups = _threaded(SyncAdmin.consumer_groups)
-    group_lags = _threaded(SyncAdmin.group_lags)
+    topic_list = threaded(SyncAdmin.topic_list, _sync)
+    topic_route = threaded(SyncAdmin.topic_route, _sync)
+    topic_stats = threaded(SyncAdmin.topic_stats, _sync)
+    cluster_info = threaded(SyncAdmin.cluster_info, _sync)
+    master_addrs = threaded(SyncAdmin.master_addrs, _sync)
+    queues = threaded(SyncAdmin.queues, _sync)
+    max_offset = threaded(SyncAdmin.max_offset, _sync)
+    min_offset = threaded(SyncAdmin.min_offset, _sync)
+    consumer_offset = threaded(SyncAdmin.consumer_offset, _sync)
+    update_consumer_offset = threaded(SyncAdmin.update_consumer_offset, _sync)
+    search_offset = threaded(SyncAdmin.search_offset, _sync)
+    consumer_progress = threaded(SyncAdmin.consumer_progress, _sync)
+    consumer_groups = threaded(SyncAdmin.consumer_groups, _sync)
+    group_lags = threaded(SyncAdmin.group_lags, _sync)

@@ -17,10 +17,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Self
 
-from ferry.client.message import ConsumeResult, Message, MessageExt, SendResult
+from ferry.client.aio.threaded import threaded
+from ferry.client.message import ConsumeResult, MessageExt
 from ferry.client.message_selector import Expression
 from ferry.client.push_consumer import PushConsumer as SyncPushConsumer
 from ferry.protocol.errors import IllegalStateError
@@ -91,15 +92,10 @@ class PushConsumer:
     async def __aexit__(self, *_exc: object) -> None:
         await self.shutdown()
 
-    async def reply(
-        self,
-        request: Message,
-        body: bytes | bytearray | memoryview | str,
-        properties: Mapping[str, str] | None = None,
-        timeout_ms: int = 3000,
-    ) -> SendResult:
-        """Answers a message sent with Producer.request (as the sync consumer's reply)."""
-        return await asyncio.to_thread(self._engine.reply, request, body, properties, timeout_ms)
+    def _sync(self) -> SyncPushConsumer:
+        return self._engine
+
+    reply = threaded(SyncPushConsumer.reply, _sync)  # the sync consumer's, in a worker thread
 
     @property
     def client_id(self) -> str:
