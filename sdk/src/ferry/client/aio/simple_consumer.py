@@ -93,7 +93,7 @@ class SimpleConsumer(PopConsumerBase):
         """Up to max_messages messages, waiting up to await_duration for the first ones; []
         when none came. Each stays invisible to the group for invisible_duration."""
         inst = self._started()
-        subscriptions = self.subscriptions
+        subscriptions = dict(self.subscriptions)  # a subscribe may come while routes are fetched
         routes = {topic: await inst.routes.ensure(topic) for topic in sorted(subscriptions)}
         rounds = self._rounds(inst, subscriptions, routes, max_messages, invisible_duration)
         for target, req, timeout_s in rounds:
