@@ -40,7 +40,7 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 import msgspec
 import zmq
@@ -64,6 +64,7 @@ log = logging.getLogger("ferry.client.transport")
 Payload = list[Any]
 Result = tuple[AnyReply, Payload]
 R = TypeVar("R", bound=Reply)
+ConnT = TypeVar("ConnT")
 NoticeCallback = Callable[[str, AnyReply], None]  # (peer address, notice)
 
 DEFAULT_TIMEOUT_S = 3.0
@@ -720,8 +721,9 @@ def expect(result: Result, cls: type[R]) -> R:
     return reply
 
 
-class ConnectionPool:
-    """Connections by address, sharing one ZeroMQ context; one pool per client."""
+class PoolBase(Generic[ConnT]):
+    """Connections by address, one pool per client: what the sync and the asyncio pools
+    keep alike (the options each connection gets)."""
 
     def __init__(
         self,
@@ -729,21 +731,32 @@ class ConnectionPool:
         credentials: Credentials | None = None,
         tls_server_key: str | None = None,
     ) -> None:
-        self._ctx: zmq.Context[Any] = zmq.Context()
-        self._on_notice = on_notice
-        self.credentials = credentials
         # tlsEnable: CURVE to servers with this public key (a key file or the key itself)
         self._curve = client_for(tls_server_key) if tls_server_key else None
+        self._on_notice = on_notice
+        self.credentials = credentials
+        self._conns: dict[str, ConnT] = {}
+        self.closed = False
+        self._setup()
+
+    def _setup(self) -> None:
+        """What a kind of pool adds: its ZeroMQ context (the constructor's last step)."""
+        raise NotImplementedError
+
+
+class ConnectionPool(PoolBase[Connection]):
+    """Connections sharing one ZeroMQ context."""
+
+    def _setup(self) -> None:
+        self._ctx: zmq.Context[Any] = zmq.Context()
         self._lock = threading.Lock()
-        self._conns: dict[str, Connection] = {}
-        self._closed = False
 
     def get(self, address: str) -> Connection:
         conn = self._conns.get(address)
         if conn is not None and not conn.closed:
             return conn
         with self._lock:
-            if self._closed:
+            if self.closed:
                 raise ConnectionFailedError("client is shut down")
             conn = self._conns.get(address)
             if conn is None or conn.closed:
@@ -764,7 +777,7 @@ class ConnectionPool:
 
     def close(self, timeout_s: float = 5.0) -> None:
         with self._lock:
-            self._closed = True
+            self.closed = True
             conns = list(self._conns.values())
             self._conns.clear()
         for conn in conns:

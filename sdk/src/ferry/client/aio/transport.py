@@ -28,6 +28,7 @@ from ferry.client.transport import (
     ZERO_COPY_MIN,
     NoticeCallback,
     Payload,
+    PoolBase,
     Result,
     decode_reply,
     down_error,
@@ -37,7 +38,7 @@ from ferry.client.transport import (
     setup_dealer,
 )
 from ferry.protocol.auth import Credentials
-from ferry.protocol.curve import CurveClient, client_for
+from ferry.protocol.curve import CurveClient
 from ferry.protocol.errors import (
     ConnectionFailedError,
     FerryError,
@@ -201,21 +202,11 @@ class AsyncConnection:
         self._sock.close(linger=0)
 
 
-class AsyncPool:
-    """Connections by address on one zmq.asyncio context; one pool per client."""
+class AsyncPool(PoolBase[AsyncConnection]):
+    """Connections on one zmq.asyncio context."""
 
-    def __init__(
-        self,
-        on_notice: NoticeCallback | None = None,
-        credentials: Credentials | None = None,
-        tls_server_key: str | None = None,
-    ) -> None:
+    def _setup(self) -> None:
         self._ctx = zmq.asyncio.Context()
-        self._on_notice = on_notice
-        self.credentials = credentials
-        self._curve = client_for(tls_server_key) if tls_server_key else None
-        self._conns: dict[str, AsyncConnection] = {}
-        self.closed = False
 
     def get(self, address: str) -> AsyncConnection:
         conn = self._conns.get(address)
