@@ -53,7 +53,10 @@ def send_ok(producer: Producer) -> bool:
 def test_dev_up_ha_elects_a_master_and_another_when_its_tree_is_lost(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FERRY_RESTART_POLICY", "first_wait=2,max_wait=4")
+    # The lost tree comes back after 10 s, well after the controller's lease (3 s heartbeat
+    # timeout) lapsed: with 2 s, a fast machine had it back and re-registered before the
+    # lease ran out, and it stayed master at epoch 1 (correct: no one had replaced it).
+    monkeypatch.setenv("FERRY_RESTART_POLICY", "first_wait=10,max_wait=20")
     dev = DevUp(tmp_path / "data", "--ha", timeout=240)
     try:
         namesrv, controller = dev.fields["namesrv"], dev.fields["controller"]
