@@ -121,11 +121,8 @@ class Admin(AdminOptions, AuthAdminMixin, Lifecycle):
     def master_addrs(self, cluster: str | None = None) -> dict[str, str]:
         """broker name -> master address, of one cluster or of all."""
         info = self.cluster_info()
-        if cluster is not None and cluster not in info.clusters:
-            raise InvalidParameterError(f"cluster {cluster!r} is unknown to the name server")
-        names = info.clusters[cluster] if cluster is not None else list(info.brokers)
         out: dict[str, str] = {}
-        for name in sorted(names):
+        for name in sorted(admin_ops.broker_names(info, cluster)):
             data = info.brokers.get(name)
             if data is not None and MASTER_ID in data.broker_addrs:
                 out[name] = data.broker_addrs[MASTER_ID]

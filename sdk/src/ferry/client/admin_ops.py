@@ -27,6 +27,7 @@ from ferry.protocol.messages import (
     BrokerConfigReply,
     BrokerStatsReply,
     CleanExpiredConsumeQueueRequest,
+    ClusterInfoReply,
     ConsumerConnectionReply,
     DeleteSubscriptionGroupRequest,
     DeleteTopicInNamesrvRequest,
@@ -103,12 +104,17 @@ def targets(admin: Admin, cluster: str | None, broker_addr: str | None) -> list[
     return addrs
 
 
+def broker_names(info: ClusterInfoReply, cluster: str | None) -> list[str]:
+    """The broker names of one cluster, or of all; an unknown cluster is refused."""
+    if cluster is not None and cluster not in info.clusters:
+        raise InvalidParameterError(f"cluster {cluster!r} is unknown to the name server")
+    return list(info.clusters[cluster]) if cluster is not None else list(info.brokers)
+
+
 def replica_addrs(admin: Admin, cluster: str | None) -> list[str]:
     """Every broker of a cluster (or of all), masters and slaves."""
     info = admin.cluster_info()
-    if cluster is not None and cluster not in info.clusters:
-        raise InvalidParameterError(f"cluster {cluster!r} is unknown to the name server")
-    names = info.clusters[cluster] if cluster is not None else list(info.brokers)
+    names = broker_names(info, cluster)
     addrs = sorted(
         {a for n in names if (data := info.brokers.get(n)) for a in data.broker_addrs.values()}
     )
