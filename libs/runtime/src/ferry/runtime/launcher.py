@@ -402,11 +402,13 @@ def start_local_cluster(
     console_port: int | None = None,
     slave: bool = False,
     ha: bool = False,
+    store_endpoint: str = "tcp://127.0.0.1:0",
 ) -> LocalCluster:
     """The embedded default of `ferry dev up`: a name server and a broker group, and the
     console when console_port is given (0: any free port). With the console, every broker
     service exports its spans to the console's /v1/traces unless OTEL_* variables say
-    where they go."""
+    where they go. store_endpoint: where the master's store listens for its own services
+    (bench/store_endpoint.py compares ipc:// with TCP)."""
     cluster = LocalCluster()
     try:
         namesrv_settings = {
@@ -460,6 +462,7 @@ def start_local_cluster(
             overrides=overrides,
             env=env,
             sink=sink,
+            store_endpoint=store_endpoint,
         )
         if slave:
             slave_group = add_slave_group(
