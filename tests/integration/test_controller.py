@@ -282,8 +282,19 @@ def test_an_out_of_sync_replica_never_wins_unless_unclean_election_is_allowed(
         replicas[0].isr = [1, 2]  # replica 3 has fallen behind
         wait_for(lambda: group_state(addr, "unclean").sync_state_set == [1, 2], what="isr")
         replicas[2].max_offset = 10**9  # the most data, but out of sync
-        replicas[0].stop()
+        # the in-sync slave goes first, and the master beats once more after it, so the
+        # slave's etcd lease lapses no later than the master's: stopped the other way round,
+        # a slow stop of the master let its lease lapse while the slave still beat, and the
+        # controller rightly elected the slave
         replicas[1].stop()
+        slave_gone = time.monotonic()
+        wait_for(
+            lambda: (
+                replicas[0].beats[-1].sent > slave_gone and replicas[0].last_reply() is not None
+            ),
+            what="a master heartbeat after the slave stopped",
+        )
+        replicas[0].stop()
         # the controller sees the master gone and nobody in sync alive, and elects nobody
         wait_for(
             lambda: any("unclean" in line and "no replica" in line for line in controller.output),
