@@ -14,7 +14,7 @@ import argparse
 import tempfile
 import time
 
-from common import Figure, report
+from common import Figure, percentile, report
 
 from ferry.client import Admin, Message, Producer
 from ferry.runtime.launcher import start_local_cluster
@@ -41,8 +41,7 @@ def round_p50s(endpoint_of: str, sends: int) -> list[float]:
                         started = time.perf_counter()
                         producer.send(Message("EndpointBench", BODY))
                         took.append(time.perf_counter() - started)
-                    took.sort()
-                    out.append(took[len(took) // 2] * 1e6)
+                    out.append(percentile(took, 0.5) * 1e6)
             return out
 
 

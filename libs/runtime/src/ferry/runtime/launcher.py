@@ -28,6 +28,7 @@ from ferry.runtime.properties import read_properties
 from ferry.runtime.security.config import SECURITY_KEYS, SecurityConfig
 from ferry.runtime.security.curve import internal_client
 
+LOOPBACK_ANY = "tcp://127.0.0.1:0"  # a free port on loopback, for wiring a cluster's own services
 MODULES = {
     "namesrv": "ferry.namesrv",
     "broker-store": "ferry.store",
@@ -283,7 +284,7 @@ def start_broker_services(
     overrides: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
     sink: LineSink | None = None,
-    store_endpoint: str = "tcp://127.0.0.1:0",
+    store_endpoint: str = LOOPBACK_ANY,
 ) -> None:
     """Starts broker-store, the index (following the store's feed), the scheduler, the
     transaction check-back, the ha-replicator and broker-remoting wired to them, appending
@@ -303,15 +304,15 @@ def start_broker_services(
 
     store = start(
         "broker-store",
-        {"storeEndpoint": store_endpoint, "storeFeedEndpoint": "tcp://127.0.0.1:0"},
+        {"storeEndpoint": store_endpoint, "storeFeedEndpoint": LOOPBACK_ANY},
     )
     cluster.store_endpoint = store.endpoints["endpoint"]
     on_store = {"storeEndpoint": cluster.store_endpoint}
     on_feed = {**on_store, "storeFeedEndpoint": store.endpoints["feed"]}
     # These four need only the store: they start side by side, which shortens a start.
-    index = spawn("index", {**on_feed, "indexEndpoint": "tcp://127.0.0.1:0"})
-    scheduler = spawn("scheduler", {**on_store, "schedulerEndpoint": "tcp://127.0.0.1:0"})
-    checkback = spawn("checkback", {**on_store, "checkbackEndpoint": "tcp://127.0.0.1:0"})
+    index = spawn("index", {**on_feed, "indexEndpoint": LOOPBACK_ANY})
+    scheduler = spawn("scheduler", {**on_store, "schedulerEndpoint": LOOPBACK_ANY})
+    checkback = spawn("checkback", {**on_store, "checkbackEndpoint": LOOPBACK_ANY})
     ha = spawn("ha-replicator", {**on_feed, "listenPort": str(broker_port)})
     for sp in (index, scheduler, checkback, ha):
         wait_ready(sp)
@@ -402,7 +403,7 @@ def start_local_cluster(
     console_port: int | None = None,
     slave: bool = False,
     ha: bool = False,
-    store_endpoint: str = "tcp://127.0.0.1:0",
+    store_endpoint: str = LOOPBACK_ANY,
 ) -> LocalCluster:
     """The embedded default of `ferry dev up`: a name server and a broker group, and the
     console when console_port is given (0: any free port). With the console, every broker
