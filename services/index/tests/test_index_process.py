@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -16,6 +17,9 @@ import msgspec
 import pytest
 import zmq
 
+from ferry.index.follower import READ_TIMEOUT_S, LogFollower, connect_store
+from ferry.index.index_store import Geometry, IndexStore
+from ferry.index.keys import key_hash
 from ferry.protocol import record
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.framing import RequestCodec, RequestEnvelope
@@ -30,12 +34,14 @@ from ferry.protocol.messages import (
     IndexStatusReply,
     IndexStatusRequest,
     OkReply,
+    PingRequest,
     StorePutReply,
     StorePutRequest,
     StoreStatusReply,
     StoreStatusRequest,
 )
 from ferry.runtime.launcher import ServiceProcess, start_service
+from ferry.runtime.service import Service
 
 pytestmark = pytest.mark.integration
 
@@ -84,7 +90,7 @@ class RawClient:
 class Group:
     """broker-store and the index on tmp_path, with clients to both."""
 
-    def __init__(self, root: Path, *, records_on_feed: bool = False) -> None:
+    def __init__(self, root: Path, *, records_on_feed: bool = False, index: bool = True) -> None:
         self.root = root
         self.records_on_feed = records_on_feed  # rather than read from the log files
         self.store = start_service(
@@ -103,7 +109,8 @@ class Group:
         self.store_client = RawClient(self.store.endpoints["endpoint"])
         self.index: ServiceProcess | None = None
         self.index_client: RawClient | None = None
-        self.start_index()
+        if index:
+            self.start_index()
 
     def index_args(self) -> list[str]:
         return [
@@ -205,6 +212,109 @@ def feed_group(tmp_path: Path) -> Iterator[Group]:
         yield g
     finally:
         g.close()
+
+
+@pytest.fixture
+def store_only(tmp_path: Path) -> Iterator[Group]:
+    """The store alone, for a LogFollower run in this process."""
+    g = Group(tmp_path / "broker", index=False)
+    try:
+        yield g
+    finally:
+        g.close()
+
+
+class InProcessFollower:
+    """A LogFollower on its own Service loop (in a thread) reading the store of `group`."""
+
+    def __init__(self, group: Group, directory: Path) -> None:
+        self.service = Service("follower-test")
+        self.store = connect_store(self.service, group.store.endpoints["endpoint"])
+        self.index = IndexStore.open(directory, Geometry(64, 300))
+        self.follower = LogFollower(self.service, self.store, self.index)
+        self._thread = threading.Thread(
+            target=self.service.run, kwargs={"handle_signals": False}, daemon=True
+        )
+
+    def connected(self) -> None:
+        """Waits for one answer from the store (the connection is up), before the loop runs."""
+        self.store.request(PingRequest(), lambda _body, _frames: None)
+        # private: the answer waits in the socket, taken once the loop runs
+        assert self.store._socket.poll(10_000), "the store did not answer a ping"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self.service.stop()
+        self._thread.join(10)
+        self.index.close()
+
+
+def test_notices_that_arrive_during_a_read_are_read_right_after_it(
+    store_only: Group, tmp_path: Path
+) -> None:
+    """The log grows after the store answered a catch-up read: the follower reads again at
+    once, without waiting for a status check (none runs here)."""
+    first = store_only.put("T", [["a", "a1"], ["a", "a2"]])
+    f = InProcessFollower(store_only, tmp_path / "index")
+    try:
+        f.follower.catch_up()
+        # the answer (the log as it was) waits in the socket, not yet taken by the loop
+        assert f.store._socket.poll(10_000), "no answer to the catch-up read"
+        later = store_only.put("T", [["b", "b1"]])
+        end = store_only.log_end()
+        f.follower.on_notice(later[0], end, b"")  # comes while the read is under way
+        assert f.follower.reading and f.index.applied < end
+        f.start()
+        wait_for(lambda: f.index.applied >= end, 5.0, f"the follower to reach {end}")
+        wait_for(lambda: not f.follower.reading, 5.0, "the read to end")
+        assert f.follower.reads == 2 and f.follower.caught_up
+
+        def hits(key: str) -> list[int]:
+            return sorted(h.phys_offset for h in f.index.query(key_hash("T", key), 0, 2**62, 9))
+
+        assert hits("a") == first and hits("b") == later
+    finally:
+        f.close()
+
+
+def test_a_read_held_by_a_killed_store_is_asked_again_of_its_restart(
+    store_only: Group, tmp_path: Path
+) -> None:
+    """The store dies holding a catch-up read: the follower asks its restart at once rather
+    than waiting out the read's timeout."""
+    store_only.put("T", [["a", "a1"]])
+    end = store_only.log_end()
+    endpoints = store_only.store.endpoints
+    f = InProcessFollower(store_only, tmp_path / "index")
+    try:
+        f.connected()
+        os.kill(store_only.store.pid, signal.SIGSTOP)  # takes the read and never answers
+        asked = time.monotonic()
+        f.follower.catch_up()
+        f.start()
+        store_only.store_client.close()
+        store_only.store.kill()
+        store_only.store = start_service(
+            "broker-store",
+            [
+                "--set",
+                f"storePathRootDir={store_only.root}",
+                "--set",
+                f"storeEndpoint={endpoints['endpoint']}",
+                "--set",
+                f"storeFeedEndpoint={endpoints['feed']}",
+                "--set",
+                "mappedFileSizeCommitLog=1048576",
+            ],
+        )
+        store_only.store_client = RawClient(store_only.store.endpoints["endpoint"])
+        left = READ_TIMEOUT_S - (time.monotonic() - asked) - 0.5
+        wait_for(lambda: f.index.applied >= end, left, f"the follower to reach {end} early")
+        print(f"caught up {time.monotonic() - asked:.2f} s after the read was asked")
+    finally:
+        f.close()
 
 
 def test_the_index_reads_the_records_from_the_store_files_and_the_feed_carries_notices(

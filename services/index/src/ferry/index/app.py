@@ -13,7 +13,7 @@ import zmq
 
 from ferry import native
 from ferry.index.config import IndexConfig
-from ferry.index.follower import LogFollower
+from ferry.index.follower import LogFollower, connect_store
 from ferry.index.index_store import IndexStore
 from ferry.index.keys import key_hash
 from ferry.index.rebuild import Rebuild, discard_abandoned
@@ -95,7 +95,7 @@ class IndexApp:
             max_deferred=config.max_pending_requests,
             version=package_version("ferry-index"),
         )
-        self.store = self.service.connect_peer(config.store_endpoint)
+        self.store = connect_store(self.service, config.store_endpoint)
         self.follower = LogFollower(self.service, self.store, self.index)
         self.rebuild: Rebuild | None = None
         self._notices = msgspec.msgpack.Decoder(DispatchNotice)

@@ -4,8 +4,10 @@ The dispatch feed is a hint. A notice that starts exactly where the index stoppe
 is applied from its own payload; one that ends at or before it was seen already; one that
 starts past it means notices were lost (a slow subscriber, a restart), and the follower reads
 the log itself (StoreReadLogRequest) from `applied` until it reaches the log's end. Notices
-that arrive while a read is under way are ignored: the read, or the gap they leave, covers
-them. Each record is applied exactly once because the index skips records below `applied`.
+that arrive while a read is under way are not applied, but where they end is kept: when the
+read's answer stops short of it (the log grew after the store answered), the follower reads
+again at once instead of waiting for a status check. Each record is applied exactly once
+because the index skips records below `applied`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import Any
+
+import zmq
 
 from ferry.index.index_store import IndexStore
 from ferry.protocol import record
@@ -24,6 +28,17 @@ log = logging.getLogger("ferry.index.follower")
 READ_CHUNK_BYTES = 4 * 1024 * 1024
 READ_TIMEOUT_S = 10.0
 RETRY_S = 0.5  # after a failed read
+LOST = "the connection to the store dropped"
+
+
+def connect_store(service: Service, endpoint: str) -> Peer:
+    """The store peer a follower reads from. A read the store held when it went away (killed,
+    restarted) is failed at once and retried, rather than waited on until its timeout."""
+    store = service.connect_peer(endpoint)
+    store.watch(zmq.EVENT_DISCONNECTED, lambda: store.fail_pending(LOST))
+    return store
+
+
 DISK_RETRY_S = 1.0  # after records that could not be written to the index (a full disk)
 
 
@@ -47,6 +62,7 @@ class LogFollower:
         self.store_min = 0
         self.store_max = 0
         self.reads = 0  # StoreReadLog round trips, for the status and the logs
+        self.noticed_end = 0  # the furthest end a notice named while a read was under way
         self._applied_at_check = -1
         self._generation = 0  # bumped by restart(): answers to older reads are dropped
         self.stopped = False
@@ -55,7 +71,10 @@ class LogFollower:
     # ---- the feed ----
 
     def on_notice(self, from_offset: int, next_offset: int, payload: Any) -> None:
-        if self.reading or self.stopped:
+        if self.stopped:
+            return
+        if self.reading:
+            self.noticed_end = max(self.noticed_end, next_offset)
             return
         applied = self.index.applied
         if next_offset <= applied:
@@ -150,9 +169,12 @@ class LogFollower:
             if self.apply_failing:
                 self.apply_failing = False
                 log.warning("%s: indexing again at %d", self.name, self.index.applied)
-        if body.next_offset < body.max_offset and body.next_offset > body.from_offset:
+        progressed = body.next_offset > body.from_offset
+        if progressed and max(body.max_offset, self.noticed_end) > body.next_offset:
+            # more to read: the answer was one chunk, or the log grew after the store answered
             self._read()
             return
+        self.noticed_end = 0
         self.reading = False
         self.caught_up = True
         log.info("%s: caught up at CommitLog offset %d", self.name, self.index.applied)
