@@ -114,6 +114,7 @@ class PullConsumer(GroupConsumer):
         # set_sub_expression_for_assign: the expression of an assigned topic's queues
         self._assign_expressions: dict[str, Expression] = {}
         self._sink: PollSink | None = None
+        self._yield_first = False  # the last poll() returned messages
         self._quick_rebalance = False
         self._said_missing: set[str] = set()  # subscribed topics said not to exist
 
@@ -299,6 +300,13 @@ class PullConsumer(GroupConsumer):
         inst, puller = self._started()
         sink = self._sink
         assert sink is not None
+        if self._yield_first:
+            # The I/O thread reads replies and sends the next pulls only with the GIL; a
+            # caller polling in a tight loop would otherwise keep it for whole switch
+            # intervals while those pulls wait. Yielding here rather than before the last
+            # poll() returned keeps the wait for the GIL back off the delivered messages.
+            self._yield_first = False
+            time.sleep(0)
         start_ns = time.time_ns()
         batches, resume = sink.take(timeout, self.max_poll_messages, lambda: puller.closed)
         for state in resume:
@@ -310,11 +318,7 @@ class PullConsumer(GroupConsumer):
             except ValueError as err:  # RecordError: bytes we cannot read; skipped, logged
                 log.error("%s: undecodable records skipped: %s", batch.state.queue, err)
         inst.tracing.record_receive(self.group, msgs, start_ns, self.message_model.value)
-        if batches:
-            # The I/O thread reads replies and sends the next pulls only with the GIL; a
-            # caller polling in a tight loop would otherwise keep it for whole switch
-            # intervals while those pulls wait.
-            time.sleep(0)
+        self._yield_first = bool(batches)
         return msgs
 
     def commit(self) -> None:
