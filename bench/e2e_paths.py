@@ -49,10 +49,14 @@ def sync_alone(namesrv: str, topic: str, rate: int, seconds: float) -> list[floa
     return took
 
 
-def to_pull(namesrv: str, topic: str, rate: int, seconds: float, use_async: bool) -> list[float]:
+def poll_latencies(
+    namesrv: str, topic: str, group: str, send_all: Callable[[Producer], int]
+) -> list[float]:
+    """µs from each message's stamp to PullConsumer.poll returning it in a thread, for the
+    stamped messages send_all sends (it returns how many)."""
     samples: list[float] = []
     stop = threading.Event()
-    consumer = PullConsumer(f"cg-{topic}", namesrv)
+    consumer = PullConsumer(group, namesrv)
     consumer.subscribe(topic)
 
     def read() -> None:
@@ -61,19 +65,26 @@ def to_pull(namesrv: str, topic: str, rate: int, seconds: float, use_async: bool
             now = time.perf_counter_ns()
             samples.extend((now - STAMP.unpack_from(m.body)[0]) / 1000 for m in msgs)
 
-    with consumer, Producer("bench-e2e-pull", namesrv) as producer:
+    with consumer, Producer(f"bench-{group}", namesrv) as producer:
         while not consumer.assignment():
             consumer.poll(0.05)
         reader = threading.Thread(target=read)
         reader.start()
-        send = producer.send_async if use_async else producer.send
-        total = paced(rate, seconds, lambda: send(Message(topic, stamped_body())))
+        total = send_all(producer)
         deadline = time.monotonic() + 30
         while len(samples) < total and time.monotonic() < deadline:
             time.sleep(0.05)  # wait-ok: the last deliveries
         stop.set()
         reader.join()
     return samples
+
+
+def to_pull(namesrv: str, topic: str, rate: int, seconds: float, use_async: bool) -> list[float]:
+    def send_all(producer: Producer) -> int:
+        send = producer.send_async if use_async else producer.send
+        return paced(rate, seconds, lambda: send(Message(topic, stamped_body())))
+
+    return poll_latencies(namesrv, topic, f"cg-{topic}", send_all)
 
 
 def main() -> None:

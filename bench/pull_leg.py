@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import struct
 import tempfile
 import threading
 import time
@@ -22,14 +21,14 @@ from typing import Any
 
 import zmq
 from common import percentile
+from e2e_paths import poll_latencies, stamped_body
 
-from ferry.client import Admin, Message, Producer, PullConsumer
+from ferry.client import Admin, Message, Producer
 from ferry.protocol.framing import RequestCodec, RequestEnvelope
 from ferry.protocol.messages import PullMessageReply, PullMessageRequest
 from ferry.runtime.launcher import start_local_cluster
 
 BODY = b"x" * 1024
-STAMP = struct.Struct(">q")
 
 
 class RawPuller:
@@ -109,32 +108,14 @@ def raw_leg(addr: str, namesrv: str, topic: str, samples: int) -> tuple[list[flo
 
 def sdk_leg(namesrv: str, topic: str, samples: int) -> list[float]:
     """The same sends, taken by PullConsumer.poll in a thread: µs from each send's start."""
-    arrived: list[float] = []
-    stop = threading.Event()
-    consumer = PullConsumer("cg-pull-leg", namesrv)
-    consumer.subscribe(topic)
 
-    def read() -> None:
-        while not stop.is_set():
-            msgs = consumer.poll(0.2)
-            now = time.perf_counter_ns()
-            arrived.extend((now - STAMP.unpack_from(m.body)[0]) / 1000 for m in msgs)
-
-    with consumer, Producer("bench-pull-leg-sdk", namesrv) as producer:
-        while not consumer.assignment():
-            consumer.poll(0.05)
-        producer.send(Message(topic, STAMP.pack(time.perf_counter_ns()) + BODY[8:]))
-        reader = threading.Thread(target=read)
-        reader.start()
-        for _ in range(samples):
+    def send_all(producer: Producer) -> int:
+        for _ in range(samples + 1):
             time.sleep(0.003)  # wait-ok: the same pacing as raw_leg
-            producer.send(Message(topic, STAMP.pack(time.perf_counter_ns()) + BODY[8:]))
-        deadline = time.monotonic() + 30
-        while len(arrived) < samples and time.monotonic() < deadline:
-            time.sleep(0.01)  # wait-ok: the last deliveries
-        stop.set()
-        reader.join()
-    return arrived[1:] if len(arrived) > samples else arrived
+            producer.send(Message(topic, stamped_body()))
+        return samples + 1
+
+    return poll_latencies(namesrv, topic, "cg-pull-leg", send_all)[1:]  # [0]: the route's
 
 
 def main() -> None:
