@@ -28,6 +28,7 @@ log = logging.getLogger("ferry.index.follower")
 READ_CHUNK_BYTES = 4 * 1024 * 1024
 READ_TIMEOUT_S = 10.0
 RETRY_S = 0.5  # after a failed read
+DISK_RETRY_S = 1.0  # after records that could not be written to the index (a full disk)
 LOST = "the connection to the store dropped"
 
 
@@ -37,9 +38,6 @@ def connect_store(service: Service, endpoint: str) -> Peer:
     store = service.connect_peer(endpoint)
     store.watch(zmq.EVENT_DISCONNECTED, lambda: store.fail_pending(LOST))
     return store
-
-
-DISK_RETRY_S = 1.0  # after records that could not be written to the index (a full disk)
 
 
 class LogFollower:
