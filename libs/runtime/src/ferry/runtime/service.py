@@ -240,6 +240,12 @@ class Peer:
 
         self._service.add_reader(monitor, on_readable)  # closed with the context on stop
 
+    def fail_pending_when_lost(self) -> None:
+        """Once the connection drops (the peer killed or restarted), everything in flight to
+        it fails at once (retriable): what the peer held is gone, and callers ask again of
+        its restart instead of waiting out their timeouts."""
+        self.watch(zmq.EVENT_DISCONNECTED, lambda: self.fail_pending("the connection dropped"))
+
     def fail_pending(self, why: str) -> None:
         """Answers every request in flight with a retriable ConnectionFailedError (the peer
         went away holding them: a long poll, a put), so that callers ask again at once."""

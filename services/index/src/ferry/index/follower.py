@@ -16,8 +16,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import zmq
-
 from ferry.index.index_store import IndexStore
 from ferry.protocol import record
 from ferry.protocol.messages import AnyReply, ErrorReply, StoreReadLogReply, StoreReadLogRequest
@@ -29,14 +27,13 @@ READ_CHUNK_BYTES = 4 * 1024 * 1024
 READ_TIMEOUT_S = 10.0
 RETRY_S = 0.5  # after a failed read
 DISK_RETRY_S = 1.0  # after records that could not be written to the index (a full disk)
-LOST = "the connection to the store dropped"
 
 
 def connect_store(service: Service, endpoint: str) -> Peer:
     """The store peer a follower reads from. A read the store held when it went away (killed,
     restarted) is failed at once and retried, rather than waited on until its timeout."""
     store = service.connect_peer(endpoint)
-    store.watch(zmq.EVENT_DISCONNECTED, lambda: store.fail_pending(LOST))
+    store.fail_pending_when_lost()
     return store
 
 

@@ -15,7 +15,6 @@ import time
 from typing import Any
 
 import msgspec
-import zmq
 
 from ferry.protocol.errors import NoPermissionError
 from ferry.protocol.messages import (
@@ -50,7 +49,6 @@ log = logging.getLogger("ferry.scheduler")
 SERVICE_NAME = "scheduler"
 STORE_TIMEOUT_S = 5.0
 STORE_RETRY_S = 0.5
-LOST = "the connection to the store dropped"
 
 
 class SchedulerApp:
@@ -69,7 +67,7 @@ class SchedulerApp:
         )
         self.store = self.service.connect_peer(config.store_endpoint)
         # a killed store never answers its held long polls: they are asked again at once
-        self.store.watch(zmq.EVENT_DISCONNECTED, lambda: self.store.fail_pending(LOST))
+        self.store.fail_pending_when_lost()
         self.deliverer = Deliverer(self.service, self.store)
         self.deliverer.see(self.progress.scan_from)
         self.delays = DelayLevels(

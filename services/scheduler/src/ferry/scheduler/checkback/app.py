@@ -13,8 +13,6 @@ import logging
 import os
 import signal
 
-import zmq
-
 from ferry.protocol.messages import (
     TransactionChecksRequest,
     TransactionCheckStatusReply,
@@ -58,10 +56,7 @@ class CheckbackApp:
         )
         store = self.service.connect_peer(config.store_endpoint)
         # a killed store never answers its held long polls: they are asked again at once
-        store.watch(
-            zmq.EVENT_DISCONNECTED,
-            lambda: store.fail_pending("the connection to the store dropped"),
-        )
+        store.fail_pending_when_lost()
         self.slave = config.broker_role == "SLAVE"
         self.checker = TransactionChecker(
             self.service, store, CheckerSettings.from_config(config), self.root
