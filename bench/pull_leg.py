@@ -13,61 +13,19 @@ less the third.
 from __future__ import annotations
 
 import argparse
-import itertools
 import tempfile
 import threading
 import time
-from typing import Any
 
-import zmq
 from common import percentile
 from e2e_paths import poll_latencies, stamped_body
+from store_cpu import Probe
 
 from ferry.client import Admin, Message, Producer
-from ferry.protocol.framing import RequestCodec, RequestEnvelope
 from ferry.protocol.messages import PullMessageReply, PullMessageRequest
 from ferry.runtime.launcher import start_local_cluster
 
 BODY = b"x" * 1024
-
-
-class RawPuller:
-    """Pulls queue 0 of a topic over one DEALER, a thread waiting on each answer."""
-
-    def __init__(self, addr: str, topic: str) -> None:
-        self.ctx: zmq.Context[Any] = zmq.Context()
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.linger = 0
-        self.sock.connect(addr if "://" in addr else f"tcp://{addr}")
-        self.codec = RequestCodec()
-        self.ids = itertools.count(1)
-        self.topic = topic
-        self.offset = 0
-
-    def pull(self) -> tuple[int, int]:
-        """Asks, waits for the answer; (count, ns at its arrival)."""
-        body = PullMessageRequest(
-            consumer_group="cg-raw",
-            topic=self.topic,
-            queue_id=0,
-            queue_offset=self.offset,
-            max_msgs=32,
-            suspend_ms=15_000,
-        )
-        self.sock.send_multipart(self.codec.request_frames(RequestEnvelope(next(self.ids), body)))
-        if not self.sock.poll(20_000):
-            raise TimeoutError("no pull answer")
-        frames = self.sock.recv_multipart()
-        now = time.perf_counter_ns()
-        env, _payload = self.codec.decode_reply(frames[1:] if not frames[0] else frames)
-        reply = env.body
-        assert isinstance(reply, PullMessageReply), reply
-        self.offset = reply.next_begin_offset
-        return reply.count, now
-
-    def close(self) -> None:
-        self.sock.close()
-        self.ctx.term()
 
 
 def sends_alone(namesrv: str, topic: str, samples: int) -> list[float]:
@@ -84,16 +42,35 @@ def sends_alone(namesrv: str, topic: str, samples: int) -> list[float]:
 
 
 def raw_leg(addr: str, namesrv: str, topic: str, samples: int) -> tuple[list[float], list[float]]:
-    puller = RawPuller(addr, topic)
+    """Sync sends, each while a pull of queue 0 is held from a raw DEALER: (send µs, µs from
+    the send's start to the pull's answer)."""
+    puller = Probe(f"tcp://{addr}")
     sends: list[float] = []
     legs: list[float] = []
+    offset = 1  # past the route's message
+    got: list[int] = []
+
+    def pull() -> None:
+        nonlocal offset
+        reply = puller.call(
+            PullMessageRequest(
+                consumer_group="cg-raw",
+                topic=topic,
+                queue_id=0,
+                queue_offset=offset,
+                max_msgs=32,
+                suspend_ms=15_000,
+            )
+        )
+        got.append(time.perf_counter_ns())
+        assert isinstance(reply, PullMessageReply), reply
+        offset = reply.next_begin_offset
+
     with Producer("bench-pull-leg", namesrv) as producer:
         producer.send(Message(topic, BODY))  # the route
-        puller.offset = 1
-        got: list[int] = []
         for _ in range(samples):
             got.clear()
-            waiter = threading.Thread(target=lambda: got.append(puller.pull()[1]))
+            waiter = threading.Thread(target=pull)
             waiter.start()
             time.sleep(0.003)  # wait-ok: the pull reaches the store and is held
             t0 = time.perf_counter_ns()
