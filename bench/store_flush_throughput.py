@@ -7,6 +7,8 @@ A broker-store process (started by the launcher, as in production) on a fresh di
 run; one client thread drives N DEALER sockets ("senders"), each keeping one put of `batch`
 1 KB records in flight. A put is counted when its reply arrives (SYNC_FLUSH: once the records
 are on disk). With --topics > 1 each put goes to the next topic in turn (4 queues each).
+Also reports the store process's CPU time per message (every thread), which tells a loop woken
+once per put from one that takes several puts per wake-up.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 import zmq
 from common import Figure, report
+from store_cpu import cpu_seconds
 
 from ferry.protocol.codes import SendStatus
 from ferry.protocol.framing import RequestCodec, RequestEnvelope
@@ -83,8 +86,10 @@ class Senders:
         self.ctx.destroy(linger=0)
 
 
-def one_run(mode: str, senders: int, messages: int, batch: int, topics: int) -> tuple[float, int]:
-    """msg/s and how many fdatasyncs of the log the store made."""
+def one_run(
+    mode: str, senders: int, messages: int, batch: int, topics: int
+) -> tuple[float, int, float]:
+    """msg/s, how many fdatasyncs of the log the store made, and its CPU µs per message."""
     names = [f"BenchTopic{i}" for i in range(topics)]
     body = b"x" * 1024
     payloads = {
@@ -102,6 +107,7 @@ def one_run(mode: str, senders: int, messages: int, batch: int, topics: int) -> 
                     while not client.replies(10_000):
                         pass
             syncs_before = client.status().log_syncs
+            cpu_before = cpu_seconds(sp.pid)
             started = time.perf_counter()
             sent = done = 0
             for sock in client.socks:
@@ -121,11 +127,12 @@ def one_run(mode: str, senders: int, messages: int, batch: int, topics: int) -> 
                         client.put(sock, StorePutRequest(name, qid, batch), payloads[name])
                         sent += 1
             rate = puts * batch / (time.perf_counter() - started)
+            cpu_us = (cpu_seconds(sp.pid) - cpu_before) / (puts * batch) * 1e6
             syncs = client.status().log_syncs - syncs_before
         finally:
             client.close()
             sp.stop()
-    return rate, syncs
+    return rate, syncs, cpu_us
 
 
 def main() -> None:
@@ -148,9 +155,10 @@ def main() -> None:
                 name = f"{mode}, {senders} sender(s), batch {args.batch} x 1 KB"
                 if topics > 1 or "," in args.topics:
                     name += f", {topics} topic(s)"
-                figures.append(Figure(name, "msg/s", [r for r, _ in runs]))
+                figures.append(Figure(name, "msg/s", [r for r, _, _ in runs]))
+                figures.append(Figure(f"  store CPU ({name})", "µs/msg", [c for _, _, c in runs]))
                 if mode == "SYNC_FLUSH":
-                    per_sync = [args.messages / max(s, 1) for _, s in runs]
+                    per_sync = [args.messages / max(s, 1) for _, s, _ in runs]
                     figures.append(Figure(f"  messages per fdatasync ({name})", "msg", per_sync))
     report("store flush throughput", figures)
 
