@@ -19,7 +19,9 @@ started inherit it): `git archive <commit> libs/runtime libs/protocol services s
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
 import tempfile
 import time
 from collections.abc import Callable
@@ -32,9 +34,14 @@ from ferry.client import Admin, Message, Producer
 from ferry.protocol.frames import recv_frames, send_frames
 from ferry.protocol.framing import RequestCodec, RequestEnvelope
 from ferry.protocol.messages import PingRequest
+from ferry.protocol.record import encode_properties, encode_record
+from ferry.runtime.config import BrokerConfig
 from ferry.runtime.launcher import start_local_cluster
+from ferry.store.store import MessageStore
 
 BODY = b"x" * 1024
+HOOK = Path(__file__).parent / "timing_hook"
+TIMED_SERVICES = ("broker-remoting", "broker-store")
 # (process, thread) -> (CPU µs, voluntary switches, involuntary switches)
 Usage = dict[tuple[str, str], tuple[float, int, int]]
 
@@ -76,16 +83,50 @@ def pinger(endpoint: str) -> Callable[[], None]:
     return once
 
 
+def hot_put_us(puts: int = 20_000) -> float:
+    """µs of one MessageStore.put of a single 1 KB record, in a loop in this process."""
+    record = encode_record(b"Wakeups", BODY, encode_properties({"UNIQ_KEY": "0" * 32}))
+    with tempfile.TemporaryDirectory() as root:
+        store = MessageStore.open(BrokerConfig(store_path_root_dir=root))
+        try:
+            for i in range(1000):  # the first writes map and touch the files
+                store.put("Wakeups", i % 4, 1, record)
+            started = time.thread_time_ns()
+            for i in range(puts):
+                store.put("Wakeups", i % 4, 1, record)
+            return (time.thread_time_ns() - started) / puts / 1000
+        finally:
+            store.close()
+
+
+def print_timed(sums: dict[str, dict[str, list[int]]], n: int, hot_put: float) -> None:
+    print(f"\nthread CPU per request inside the services (bench/timing_hook), {n} requests:")
+    print(f"{'process':<16} {'step':<28} {'CPU µs':>8} {'calls':>6}")
+    for proc, steps in sums.items():
+        for step, (ns, calls) in sorted(steps.items(), key=lambda kv: -kv[1][0]):
+            print(f"{proc:<16} {step:<28} {ns / n / 1000:>8.1f} {calls / n:>6.2f}")
+    print(f"{'this process':<16} {'MessageStore.put, hot loop':<28} {hot_put:>8.1f} {1:>6.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sends", type=int, default=3000)
     parser.add_argument("--mode", choices=("send", "ping-remoting", "ping-store"), default="send")
+    parser.add_argument("--timed", action="store_true", help="CPU per step inside the services")
     args = parser.parse_args()
     n = args.sends
+    env = dict(os.environ)
+    timing_dir = tempfile.TemporaryDirectory(prefix="ferry-timing-")
+    if args.timed:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HOOK), env.get("PYTHONPATH")]))
+        env["FERRY_TIMING_DIR"] = timing_dir.name
+    sums: dict[str, dict[str, list[int]]] = {}
     with (
+        timing_dir,
         tempfile.TemporaryDirectory() as data,
-        start_local_cluster(data, env=dict(os.environ)) as cluster,
+        start_local_cluster(data, env=env) as cluster,
     ):
+        timed_pids = {sp.name: sp.pid for sp in cluster.processes if sp.name in TIMED_SERVICES}
         names = {sp.pid: sp.name for sp in cluster.processes}
         names[os.getpid()] = "sdk (this)"
         with Admin(cluster.namesrv_addr) as admin:
@@ -99,6 +140,9 @@ def main() -> None:
             for _ in range(300):
                 fn()
             time.sleep(1.0)  # start-up work (registration, the index's first reads) settles
+            if args.timed:
+                for pid in timed_pids.values():
+                    os.kill(pid, signal.SIGUSR1)  # the sums start from here
             before = usage(names)
             took = []
             for _ in range(n):
@@ -106,6 +150,8 @@ def main() -> None:
                 fn()
                 took.append((time.perf_counter() - started) * 1e6)
             after = usage(names)
+            if args.timed:
+                sums = collect_sums(timed_pids, timing_dir.name)
     print(
         f"{args.mode}: {n} in a row, p50 {percentile(took, 0.5):,.0f} µs, "
         f"p99 {percentile(took, 0.99):,.0f} µs; per request:"
@@ -120,6 +166,21 @@ def main() -> None:
         totals = [t + c for t, c in zip(totals, cols, strict=True)]
         print(f"{key[0]:<16} {key[1]:<14} {cols[0]:>8.1f} {cols[1]:>10.2f} {cols[2]:>12.2f}")
     print(f"{'all':<16} {'':<14} {totals[0]:>8.1f} {totals[1]:>10.2f} {totals[2]:>12.2f}")
+    if args.timed:
+        print_timed(sums, n, hot_put_us())
+
+
+def collect_sums(pids: dict[str, int], directory: str) -> dict[str, dict[str, list[int]]]:
+    """Asks each timed service for its sums and waits (up to 5 s each) for the file."""
+    out: dict[str, dict[str, list[int]]] = {}
+    for name, pid in pids.items():
+        path = Path(directory) / f"{pid}.json"
+        os.kill(pid, signal.SIGUSR2)
+        deadline = time.monotonic() + 5
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)  # wait-ok: the service writes the file from its signal handler
+        out[name] = json.loads(path.read_text())["sums"] if path.exists() else {}
+    return out
 
 
 if __name__ == "__main__":
