@@ -8,8 +8,14 @@ clock ticks). A voluntary switch is a thread going to sleep, so each is one wake
 `--mode ping-remoting` / `ping-store` do a bare Ping instead: one ZeroMQ round trip, the floor
 of each hop (docs/perf-notes/2026-11-27-sync-send.md).
 
+`--timed` also starts the services with bench/timing_hook, which sums inside the store and
+remoting the thread CPU of each call of the loop's steps and the send handlers over the same N
+requests, and times `MessageStore.put` of one 1 KB record in a hot loop in this process
+(bench/store_append.py, batches of 1): the same code's cost out of the cluster
+(docs/perf-notes/2026-11-28-cold-handlers.md).
+
     uv run --frozen --all-packages python bench/send_wakeups.py [--sends 3000]
-        [--mode send|ping-remoting|ping-store]
+        [--mode send|ping-remoting|ping-store] [--timed]
 
 To compare sources, put an older tree's src/ folders first on PYTHONPATH (the services
 started inherit it): `git archive <commit> libs/runtime libs/protocol services sdk | tar -x
@@ -27,6 +33,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import store_append
 import zmq
 from common import percentile
 
@@ -34,10 +41,7 @@ from ferry.client import Admin, Message, Producer
 from ferry.protocol.frames import recv_frames, send_frames
 from ferry.protocol.framing import RequestCodec, RequestEnvelope
 from ferry.protocol.messages import PingRequest
-from ferry.protocol.record import encode_properties, encode_record
-from ferry.runtime.config import BrokerConfig
 from ferry.runtime.launcher import start_local_cluster
-from ferry.store.store import MessageStore
 
 BODY = b"x" * 1024
 HOOK = Path(__file__).parent / "timing_hook"
@@ -85,18 +89,7 @@ def pinger(endpoint: str) -> Callable[[], None]:
 
 def hot_put_us(puts: int = 20_000) -> float:
     """µs of one MessageStore.put of a single 1 KB record, in a loop in this process."""
-    record = encode_record(b"Wakeups", BODY, encode_properties({"UNIQ_KEY": "0" * 32}))
-    with tempfile.TemporaryDirectory() as root:
-        store = MessageStore.open(BrokerConfig(store_path_root_dir=root))
-        try:
-            for i in range(1000):  # the first writes map and touch the files
-                store.put("Wakeups", i % 4, 1, record)
-            started = time.thread_time_ns()
-            for i in range(puts):
-                store.put("Wakeups", i % 4, 1, record)
-            return (time.thread_time_ns() - started) / puts / 1000
-        finally:
-            store.close()
+    return 1e6 / store_append.one_run(puts, 1, len(BODY))
 
 
 def print_timed(sums: dict[str, dict[str, list[int]]], n: int, hot_put: float) -> None:
