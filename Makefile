@@ -49,7 +49,7 @@ deps:
 # failover tests together loaded the 2 cores to 12-16 and timing-bound tests failed that pass
 # alone (2026-11-27, two runs). `pytest -n 2 --dist loadgroup` stays available by hand.
 test: lint deps
-	$(PYTHON) deploy/build_images.py --if-docker
+	$(PYTHON) deploy/build_images.py --if-docker --start-engine
 	$(RUN) pytest --durations 25
 
 bench: install

@@ -134,6 +134,26 @@ def docker_answers() -> str:
     return ""
 
 
+def start_engine(wait_s: float = 90) -> str:
+    """Starts the Docker daemon when it is installed but not running and we may (root): a
+    daemon that died (or a machine whose session processes, a hand-started daemon among them,
+    were ended) would otherwise fail the Docker tier. '' once it answers, else why not."""
+    dockerd = shutil.which("dockerd")
+    if dockerd is None or os.geteuid() != 0:
+        return "no dockerd to start (or not root)"
+    log_path = Path("/var/log/dockerd.log")
+    with log_path.open("ab") as out:
+        subprocess.Popen(  # detached: the engine outlives this script and the test run
+            [dockerd], stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+    deadline = time.monotonic() + wait_s
+    problem = docker_answers()
+    while problem and time.monotonic() < deadline:
+        time.sleep(1)  # polling the engine's answer, with a deadline
+        problem = docker_answers()
+    return f"{problem} after starting dockerd (see {log_path})" if problem else ""
+
+
 def inspect(image: str, template: str) -> str | None:
     """A field of a local image, None if the image is not here."""
     done = probe(["docker", "image", "inspect", "--format", template, image])
@@ -396,8 +416,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--if-docker", action="store_true", help="do nothing (exit 0) when no engine answers"
     )
+    parser.add_argument(
+        "--start-engine",
+        action="store_true",
+        help="start dockerd first when it is installed, not running, and we are root",
+    )
     args = parser.parse_args(argv)
     problem = docker_answers()
+    if problem and args.start_engine:
+        log(f"{problem}: starting dockerd")
+        problem = start_engine()
     if problem:
         log(f"{problem}: images not built" + (", e2e tests will skip" if args.if_docker else ""))
         return 0 if args.if_docker else 1
