@@ -141,6 +141,11 @@ def assignment(
             ids = consumer_ids(inst, group, route)
             if ids is None or inst.client_id not in ids:
                 # our heartbeat has not reached the broker yet, or it is unreachable
+                if ids is None or len(route.master_addrs) < len(route.broker_addrs):
+                    # a failover: only a route fetched again names the new master, and our
+                    # heartbeat goes to it as soon as one does (cached, the route would be
+                    # asked again only at the next poll of the name servers)
+                    inst.routes.invalidate(topic)
                 keep.add(topic)
                 retry_soon = True
                 continue
