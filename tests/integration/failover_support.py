@@ -34,8 +34,10 @@ from ferry.protocol.messages import (
     ErrorReply,
     GetAllTopicConfigRequest,
     GetRouteInfoRequest,
+    GetTopicStatsRequest,
     HaStatusReply,
     HaStatusRequest,
+    PullMessageRequest,
     RouteInfoReply,
     TopicConfigListReply,
 )
@@ -302,6 +304,7 @@ class Traffic:
         self.only_broker = only_broker
         self.acked: list[bytes] = []
         self.acks: list[tuple[float, str, bytes]] = []  # (time.monotonic(), broker, body)
+        self.queue_of: dict[bytes, int] = {}  # body -> the queue id its SEND_OK named
         self.failed: dict[str, int] = {}
         self.delivered: set[bytes] = set()
         self._stop = threading.Event()
@@ -344,6 +347,7 @@ class Traffic:
                 if result.status == SendStatus.SEND_OK:
                     self.acked.append(body)
                     self.acks.append((time.monotonic(), result.queue.broker_name, body))
+                    self.queue_of[body] = result.queue.queue_id
             except FerryError as err:
                 name = type(err).__name__
                 self.failed[name] = self.failed.get(name, 0) + 1
@@ -408,6 +412,7 @@ class Round:
     elected: float
     routed: float
     acked: float
+    killed_at: float = 0.0  # time.monotonic() of the kill
 
     def __str__(self) -> str:
         return (
@@ -452,7 +457,7 @@ def fail_over(group: ControlledGroup, traffic: Traffic, timeout: float = 60) -> 
             acked = traffic.acks[before][0] - killed_at
         time.sleep(0.02)  # wait-ok: polling three clocks at once, each bounded by the deadline
     assert group.master(30) is not master
-    return Round(master.replica_id, elected, routed, acked)
+    return Round(master.replica_id, elected, routed, acked, killed_at)
 
 
 def kill_masters(
@@ -489,3 +494,47 @@ def final_log(
             final |= got
             quiet = 0 if got else quiet + 1
     return final
+
+
+def loss_report(
+    group: ControlledGroup, traffic: Traffic, lost: set[bytes], kills: list[float]
+) -> str:
+    """What a failed no-loss assertion needs to be understood: the lost messages by queue and
+    by the round they were acknowledged in (`kills`: time.monotonic() of each kill), and every
+    live replica's view of the topic (its config and queue stats)."""
+    by_queue: dict[int, int] = {}
+    by_round: dict[int, int] = {}
+    at = {body: t for t, _, body in traffic.acks}
+    for body in lost:
+        q = traffic.queue_of.get(body, -1)
+        by_queue[q] = by_queue.get(q, 0) + 1
+        r = sum(1 for k in kills if k <= at.get(body, 0.0))
+        by_round[r] = by_round.get(r, 0) + 1
+    lines = [
+        f"{len(lost)} lost of {len(traffic.acked)} acknowledged;"
+        f" by queue id {dict(sorted(by_queue.items()))};"
+        f" by rounds before the ack {dict(sorted(by_round.items()))}",
+        f"first lost {sorted(lost, key=lambda b: int(b.split(b'-')[-1]))[:5]}",
+    ]
+    return "\n".join([*lines, topic_views(group, traffic.topic)])
+
+
+def topic_views(group: ControlledGroup, topic: str) -> str:
+    """Every live replica's config of `topic` and its queues' offsets, a line each."""
+    lines = []
+    for replica in group.replicas.values():
+        if replica.proc.poll() is not None:
+            continue
+        topics = status(replica.addr, GetAllTopicConfigRequest())
+        configs = [t for t in getattr(topics, "topics", []) if t.topic_name == topic]
+        stats = status(replica.addr, GetTopicStatsRequest(topic))
+        queues = getattr(stats, "queues", [])
+        pulls = [
+            status(replica.addr, PullMessageRequest("cg-view", topic, q.queue_id, 0))
+            for q in queues
+        ]
+        lines.append(
+            f"replica {replica.replica_id} ({replica.last_role()}): {configs}; "
+            f"{queues or stats}; pulls from 0: {pulls}"
+        )
+    return "\n".join(lines)

@@ -89,3 +89,25 @@ def test_view_of_an_offset_that_is_not_a_record_start_is_not_found(
         store.run_retention(manual=True)
         with pytest.raises(QueryNotFoundError, match="the log holds"):
             store.view(first.phys_offsets[0])  # its segment was deleted
+
+
+def test_held_queues_counts_up_to_the_highest_queue_holding_entries(
+    make_config: MakeConfig, batch: MakeBatch
+) -> None:
+    """What a newly elected master's remoting widens its topic configs to: queue 3 holds a
+    message, so Held needs 4 readable queues, gaps or not; a queue without entries counts for
+    nothing; and the answer is the same after a restart (from the files)."""
+    store = MessageStore.open(make_config())
+    try:
+        store.put("Held", 0, 1, batch("Held", [b"a"]))
+        store.put("Held", 3, 2, batch("Held", [b"b", b"c"]))
+        store.put("Other", 1, 1, batch("Other", [b"d"]))
+        store.queues.get_or_create("Empty", 5)  # a queue with no entries
+        assert store.held_queues() == {"Held": 4, "Other": 2}
+    finally:
+        store.close()
+    again = MessageStore.open(make_config())
+    try:
+        assert again.held_queues() == {"Held": 4, "Other": 2}
+    finally:
+        again.close()

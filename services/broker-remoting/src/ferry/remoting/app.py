@@ -60,6 +60,8 @@ from ferry.protocol.messages import (
     SendMessageRequest,
     SendReplyRequest,
     SlaveSyncRequest,
+    StoreStatusReply,
+    StoreStatusRequest,
     TopicConfig,
     UnlockBatchRequest,
     UnregisterBrokerRequest,
@@ -84,6 +86,7 @@ from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.end_transaction import EndTransactionProcessor
 from ferry.remoting.group_topics import GroupTopics
 from ferry.remoting.ha_wait import CONFIRM_REFRESH_S, SlaveAckWait
+from ferry.remoting.held_queues import cover_held_queues
 from ferry.remoting.in_sync_replicas import InSyncReplicas
 from ferry.remoting.live_config import LiveConfig
 from ferry.remoting.member_notices import MemberNotifier
@@ -463,6 +466,27 @@ class RemotingApp:
         log.info(
             "store at %s answers (%s %s)", self.config.store_endpoint, pong.service, pong.version
         )
+        if self.config.enable_controller_mode and self.config.broker_role != "SLAVE":
+            self._store_deadline = time.monotonic() + STORE_READY_TIMEOUT_S
+            self._cover_held_queues()  # a new master: announced once its topics cover its log
+        else:
+            self._announce()
+
+    def _cover_held_queues(self) -> None:
+        def on_reply(body: AnyReply, _frames: list[Any]) -> None:
+            if isinstance(body, StoreStatusReply):
+                cover_held_queues(self.topics, body.held_queues)
+            elif time.monotonic() < self._store_deadline:
+                self.service.later(STORE_PING_RETRY_S, self._cover_held_queues)
+                return
+            else:  # serving beats refusing; the topics it lacks are in the log
+                log.error("the store did not list its queues (%s): topics not checked", body)
+            self._announce()
+
+        request = StoreStatusRequest(held_queues=True)
+        self.store.request(request, on_reply, timeout_s=STORE_PING_TIMEOUT_S)
+
+    def _announce(self) -> None:
         extra = {"metrics": self.metrics_addr} if self.metrics_addr else {}
         announce_ready(SERVICE_NAME, addr=self.addr, **extra)
         self.registrar.start(register_period_s(self.config.register_name_server_period))

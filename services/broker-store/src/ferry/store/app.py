@@ -332,13 +332,14 @@ class StoreApp:
         )
         return reply, [result.payload]
 
-    def _status(self, _req: StoreStatusRequest, _call: Call) -> StoreStatusReply:
+    def _status(self, req: StoreStatusRequest, _call: Call) -> StoreStatusReply:
         total, free = self.store.retention.disk.capacity()
         return msgspec.structs.replace(
             self.store.status(),
             log_syncs=self._commit.flusher.log_syncs,
             disk_total_bytes=total,
             disk_free_bytes=free,
+            held_queues=self.store.held_queues() if req.held_queues else {},
         )
 
     def _search_offset(self, req: SearchOffsetByTimestampRequest, _call: Call) -> OffsetReply:

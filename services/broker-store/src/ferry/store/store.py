@@ -361,6 +361,15 @@ class MessageStore:
             disk_used_ratio=self.retention.used_ratio,
         )
 
+    def held_queues(self) -> dict[str, int]:
+        """By topic, 1 + the highest queue id still holding entries: how many queues a topic
+        config must offer for reading so that nothing stored is out of reach."""
+        held: dict[str, int] = {}
+        for (topic, queue_id), cq in self.queues.queues.items():
+            if cq.max_offset > cq.min_offset:
+                held[topic] = max(held.get(topic, 0), queue_id + 1)
+        return held
+
     # ---- retention ----
 
     def run_retention(

@@ -93,6 +93,8 @@ class StoreReadLogReply(Reply, frozen=True, tag="store_read_log_reply"):
 
 class StoreStatusRequest(Request, frozen=True, tag="store_status"):
     code = RequestCode.STORE_STATUS
+    # also answer held_queues (a newly elected master's remoting asks, once)
+    held_queues: bool = False
 
 
 class StoreStatusReply(Reply, frozen=True, tag="store_status_reply"):
@@ -109,6 +111,8 @@ class StoreStatusReply(Reply, frozen=True, tag="store_status_reply"):
     disk_used_ratio: float = 0.0
     disk_total_bytes: int = 0
     disk_free_bytes: int = 0
+    # when asked: by topic, 1 + the highest queue id whose ConsumeQueue still holds entries
+    held_queues: dict[str, int] = {}
 
 
 class DispatchNotice(msgspec.Struct, frozen=True, tag="dispatch", tag_field="t"):
