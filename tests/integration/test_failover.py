@@ -18,6 +18,7 @@ import pytest
 from failover_support import (
     NO_LOSS,
     ControlledGroup,
+    Replica,
     Traffic,
     final_log,
     group_state,
@@ -134,6 +135,19 @@ def master_id(group: ControlledGroup) -> int:
     return state.master_id if state is not None else 0
 
 
+def add_preferred_slave(group: ControlledGroup) -> tuple[Replica, Replica]:
+    """To a group of one NO_LOSS replica: replica 2, the slave the controller prefers
+    (brokerElectionPriority 1), and replica 3; returns the master and replica 2, once the
+    master is routed."""
+    master = group.master(60)
+    group.settings = {**NO_LOSS, "brokerElectionPriority": "1"}
+    preferred = group.start_replica(2)
+    group.settings = dict(NO_LOSS)
+    group.start_replica(3)
+    wait_for(lambda: 0 in broker_ids(group.namesrv_addr), 30, "the master routed as id 0")
+    return master, preferred
+
+
 def test_a_send_acked_by_one_slave_survives_the_election_of_the_other(tmp_path: Path) -> None:
     """The loss the rounds test once saw, made certain: the slave the controller prefers
     (brokerElectionPriority 1) takes no replication for a moment, the other slave acks a send,
@@ -142,12 +156,7 @@ def test_a_send_acked_by_one_slave_survives_the_election_of_the_other(tmp_path: 
     acknowledged until the preferred slave has it, and whatever was acknowledged survives."""
     group = start_group(tmp_path, replicas=1, settings=NO_LOSS)
     try:
-        master = group.master(60)
-        group.settings = {**NO_LOSS, "brokerElectionPriority": "1"}
-        preferred = group.start_replica(2)
-        group.settings = dict(NO_LOSS)
-        group.start_replica(3)
-        wait_for(lambda: 0 in broker_ids(group.namesrv_addr), 30, "the master routed as id 0")
+        master, preferred = add_preferred_slave(group)
         with Admin(group.namesrv_addr) as admin:
             admin.create_topic("Failover", 2, 2)
         acked: set[bytes] = set()
@@ -203,12 +212,7 @@ def test_a_master_elected_with_stale_topic_configs_still_serves_every_queue_its_
     failover rounds once lost a topic's queues 2 and 3 this way)."""
     group = start_group(tmp_path, replicas=1, settings=NO_LOSS)
     try:
-        master = group.master(60)
-        group.settings = {**NO_LOSS, "brokerElectionPriority": "1"}
-        preferred = group.start_replica(2)
-        group.settings = dict(NO_LOSS)
-        group.start_replica(3)
-        wait_for(lambda: 0 in broker_ids(group.namesrv_addr), 30, "the master routed as id 0")
+        master, preferred = add_preferred_slave(group)
         with Admin(group.namesrv_addr) as admin:
             admin.create_topic("Widened", 2, 2)
             wait_for(lambda: topic_on_replicas(group, "Widened"), 30, "the topic on every replica")
