@@ -305,6 +305,7 @@ class Traffic:
         self.acked: list[bytes] = []
         self.acks: list[tuple[float, str, bytes]] = []  # (time.monotonic(), broker, body)
         self.queue_of: dict[bytes, int] = {}  # body -> the queue id its SEND_OK named
+        self.started: dict[bytes, float] = {}  # body -> time.monotonic() its send began
         self.failed: dict[str, int] = {}
         self.delivered: set[bytes] = set()
         self._stop = threading.Event()
@@ -342,15 +343,27 @@ class Traffic:
         while not self._stop.is_set():
             body = f"{self.only_broker or 'r'}-{i}".encode()
             i += 1
+            started = time.monotonic()
             try:
                 result = self._send(body, i)
                 if result.status == SendStatus.SEND_OK:
+                    self.started[body] = started  # before the ack: readers look it up
+                    self.queue_of[body] = result.queue.queue_id
                     self.acked.append(body)
                     self.acks.append((time.monotonic(), result.queue.broker_name, body))
-                    self.queue_of[body] = result.queue.queue_id
             except FerryError as err:
                 name = type(err).__name__
                 self.failed[name] = self.failed.get(name, 0) + 1
+
+    def first_ack_after(self, since: float, broker: str = "", start: int = 0) -> float | None:
+        """When the first send begun at or after `since` (to `broker`, if given) was
+        acknowledged; None before any was. A send in flight at a kill may be acknowledged by
+        the killed master a moment after it: that is no write of the next one. `start`: an
+        index of `acks` known to come before."""
+        for at, name, body in self.acks[start:]:
+            if self.started[body] >= since and (not broker or name == broker):
+                return at
+        return None
 
     def _consume(self) -> None:
         assert self._consumer is not None
@@ -452,9 +465,9 @@ def fail_over(group: ControlledGroup, traffic: Traffic, timeout: float = 60) -> 
         if not routed:
             addr = master_in_route(group.namesrv_addr, traffic.topic, group.broker_name)
             routed = now - killed_at if addr and addr != master.addr else 0.0
-        if not acked and len(traffic.acked) > before:
-            # the time of the first ack itself, not of this poll
-            acked = traffic.acks[before][0] - killed_at
+        first = None if acked else traffic.first_ack_after(killed_at, start=before)
+        if first is not None:  # the time of the first ack itself, not of this poll
+            acked = first - killed_at
         time.sleep(0.02)  # wait-ok: polling three clocks at once, each bounded by the deadline
     assert group.master(30) is not master
     return Round(master.replica_id, elected, routed, acked, killed_at)

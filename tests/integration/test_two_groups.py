@@ -108,8 +108,9 @@ def test_failover_in_broker_a_leaves_broker_b_serving_and_loses_nothing(
             60,
             "a new master of broker-a",
         )
-        wait_for(lambda: acks_on(spread, "broker-a", killed_at) > 0, 60, "broker-a writes again")
-        resumed_at = next(t for t, n, _ in spread.acks if n == "broker-a" and t >= killed_at)
+        resumed_at: float = wait_for(
+            lambda: spread.first_ack_after(killed_at, "broker-a"), 60, "broker-a writes again"
+        )
         # broker-b meanwhile, and a little after
         wait_for(lambda: acks_on(only_b, "broker-b", resumed_at) > 20, 30, "broker-b after")
     finally:
