@@ -4,9 +4,9 @@ Topic configs reach a slave through the metadata sync (slave_sync.py), every
 slaveSynchronizeInterval, apart from the log that HA replicates. So a slave elected master can
 hold messages its topic table hides: a topic the old master created (or gave more queues) a
 moment before it died. Consumers read only queue ids below readQueueNums, so those messages,
-acknowledged by every in-sync replica, would be out of reach for good (the failover test lost
-queues 2 and 3 of a topic that way: an auto-created 4-queue config on one master, then a
-replica still holding the 2-queue one elected).
+acknowledged by every in-sync replica, would be out of reach for good. CI's failover rounds
+lost two queues' messages of a 2-queue topic, most likely so: an elected slave lacking the topic
+auto-created it with 4 queues, then a replica still holding the 2-queue config was elected.
 
 On promotion, before it registers with the name servers, remoting asks its store which queues
 hold entries and raises readQueueNums to cover them, or creates a topic it lacks (read and
