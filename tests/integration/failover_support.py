@@ -9,9 +9,10 @@ import signal
 import subprocess
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from ha_support import status
@@ -287,6 +288,17 @@ def add_group(
     return group
 
 
+class Ack(NamedTuple):
+    """One SEND_OK of Traffic: when it came (time.monotonic()), from which broker group, for
+    which body, when its send began, and the queue id it named."""
+
+    at: float
+    broker: str
+    body: bytes
+    started: float
+    queue_id: int
+
+
 class Traffic:
     """A producer sending without pause and a consumer group reading, on their own threads:
     what was acknowledged (and when, on which broker group), what failed (by error type),
@@ -303,9 +315,7 @@ class Traffic:
         self.topic = topic
         self.only_broker = only_broker
         self.acked: list[bytes] = []
-        self.acks: list[tuple[float, str, bytes]] = []  # (time.monotonic(), broker, body)
-        self.queue_of: dict[bytes, int] = {}  # body -> the queue id its SEND_OK named
-        self.started: dict[bytes, float] = {}  # body -> time.monotonic() its send began
+        self.acks: list[Ack] = []
         self.failed: dict[str, int] = {}
         self.delivered: set[bytes] = set()
         self._stop = threading.Event()
@@ -347,10 +357,11 @@ class Traffic:
             try:
                 result = self._send(body, i)
                 if result.status == SendStatus.SEND_OK:
-                    self.started[body] = started  # before the ack: readers look it up
-                    self.queue_of[body] = result.queue.queue_id
+                    queue = result.queue
                     self.acked.append(body)
-                    self.acks.append((time.monotonic(), result.queue.broker_name, body))
+                    self.acks.append(
+                        Ack(time.monotonic(), queue.broker_name, body, started, queue.queue_id)
+                    )
             except FerryError as err:
                 name = type(err).__name__
                 self.failed[name] = self.failed.get(name, 0) + 1
@@ -360,9 +371,9 @@ class Traffic:
         acknowledged; None before any was. A send in flight at a kill may be acknowledged by
         the killed master a moment after it: that is no write of the next one. `start`: an
         index of `acks` known to come before."""
-        for at, name, body in self.acks[start:]:
-            if self.started[body] >= since and (not broker or name == broker):
-                return at
+        for ack in self.acks[start:]:
+            if ack.started >= since and (not broker or ack.broker == broker):
+                return ack.at
         return None
 
     def _consume(self) -> None:
@@ -515,14 +526,9 @@ def loss_report(
     """What a failed no-loss assertion needs to be understood: the lost messages by queue and
     by the round they were acknowledged in (`kills`: time.monotonic() of each kill), and every
     live replica's view of the topic (its config and queue stats)."""
-    by_queue: dict[int, int] = {}
-    by_round: dict[int, int] = {}
-    at = {body: t for t, _, body in traffic.acks}
-    for body in lost:
-        q = traffic.queue_of.get(body, -1)
-        by_queue[q] = by_queue.get(q, 0) + 1
-        r = sum(1 for k in kills if k <= at.get(body, 0.0))
-        by_round[r] = by_round.get(r, 0) + 1
+    acks = [ack for ack in traffic.acks if ack.body in lost]
+    by_queue = Counter(ack.queue_id for ack in acks)
+    by_round = Counter(sum(1 for k in kills if k <= ack.at) for ack in acks)
     lines = [
         f"{len(lost)} lost of {len(traffic.acked)} acknowledged;"
         f" by queue id {dict(sorted(by_queue.items()))};"

@@ -111,7 +111,7 @@ def test_killing_the_masters_tree_elects_an_in_sync_replica_and_loses_nothing(
     print(
         f"failover over {ROUNDS} rounds: p50 {took[len(took) // 2]:.1f} s, max {took[-1]:.1f} s; "
         f"{len(traffic.acked)} acknowledged; failed sends meanwhile: {traffic.failed}; "
-        f"acknowledged by queue id {Counter(traffic.queue_of.values())}"
+        f"acknowledged by queue id {Counter(ack.queue_id for ack in traffic.acks)}"
     )
     assert took[-1] < 30  # usually under 8 s quiet; each round's phases are printed above
     final = final_log(group, set(traffic.acked))
@@ -120,9 +120,8 @@ def test_killing_the_masters_tree_elects_an_in_sync_replica_and_loses_nothing(
     # nothing acknowledged was lost
     assert not lost, loss_report(group, traffic, lost, kills)
     # nothing was delivered from a cut tail
-    assert not traffic.delivered - final, loss_report(
-        group, traffic, traffic.delivered - final, kills
-    )
+    cut = sorted(traffic.delivered - final)
+    assert not cut, f"delivered, then not in the log: {cut[:5]}\n{topic_views(group, 'Failover')}"
 
 
 def in_sync(group: ControlledGroup) -> list[int]:
@@ -208,8 +207,8 @@ def test_a_master_elected_with_stale_topic_configs_still_serves_every_queue_its_
     slave's remoting (where that sync runs) is stopped while the master widens one topic from
     2 to 4 queues and creates another, and messages go to the new queues, acknowledged by
     every in-sync replica. The master is killed and the stale slave elected: its topic table
-    lacks both changes, and a consumer must still read every acknowledged message (the
-    failover rounds once lost a topic's queues 2 and 3 this way)."""
+    lacks both changes, and a consumer must still read every acknowledged message (most
+    likely how CI's failover rounds once lost a topic's queues 2 and 3)."""
     group = start_group(tmp_path, replicas=1, settings=NO_LOSS)
     try:
         master, preferred = add_preferred_slave(group)
@@ -222,14 +221,9 @@ def test_a_master_elected_with_stale_topic_configs_still_serves_every_queue_its_
             try:
                 admin.create_topic("Widened", 4, 4)
                 admin.create_topic("Fresh", 2, 2)
-                acked: dict[str, set[bytes]] = {"Widened": set(), "Fresh": set()}
+                acked: dict[str, set[bytes]] = {topic: set() for topic, _ in NEW_QUEUES}
                 with Producer("pg-stale", group.namesrv_addr, send_timeout_ms=3000) as producer:
-                    for topic, queue_id in (
-                        ("Widened", 2),
-                        ("Widened", 3),
-                        ("Fresh", 0),
-                        ("Fresh", 1),
-                    ):
+                    for topic, queue_id in NEW_QUEUES:
                         body = f"{topic}-{queue_id}".encode()
                         wait_for(
                             lambda t=topic, q=queue_id, b=body: send_to_queue(producer, t, q, b),

@@ -56,12 +56,12 @@ def on_both(admin: Admin) -> bool:
 
 
 def acks_on(traffic: Traffic, broker: str, since: float = 0.0) -> int:
-    return sum(1 for at, name, _ in list(traffic.acks) if name == broker and at >= since)
+    return sum(1 for ack in list(traffic.acks) if ack.broker == broker and ack.at >= since)
 
 
 def read_from_both(traffic: Traffic) -> bool:
     """The consumer has read messages that each group acknowledged."""
-    read = {name for _, name, body in list(traffic.acks) if body in traffic.delivered}
+    read = {ack.broker for ack in list(traffic.acks) if ack.body in traffic.delivered}
     return read == {"broker-a", "broker-b"}
 
 
@@ -118,7 +118,7 @@ def test_failover_in_broker_a_leaves_broker_b_serving_and_loses_nothing(
         only_b.stop()
 
     took = resumed_at - killed_at
-    b_times = [t for t, _, _ in only_b.acks]
+    b_times = [ack.at for ack in only_b.acks]
     gap = longest_gap(b_times, killed_at, resumed_at)
     during = sum(1 for t in b_times if killed_at <= t <= resumed_at)
     print(
