@@ -21,9 +21,12 @@ from ferry.protocol.messages import (
     AnyRequest,
     DispatchNotice,
     ErrorReply,
+    GrantWriteLeaseRequest,
+    OkReply,
     PingRequest,
     PongReply,
     Reply,
+    StoreConfirmOffsetRequest,
     StoreGetReply,
     StoreGetRequest,
     StorePutReply,
@@ -385,3 +388,55 @@ def test_a_bad_config_value_is_one_clear_line_and_exit_code_2(tmp_path: Path) ->
     assert done.stderr.strip().splitlines() == [
         "ferry-broker-store: mappedFileSizeCommitLog must be at least 65536 bytes"
     ]
+
+
+def test_a_controller_mode_master_appends_only_under_its_write_lease(
+    tmp_path: Path, zmq_ctx: zmq.Context[Any]
+) -> None:
+    """Issue 38: a master paused past its lease found a put in its socket when it resumed and
+    stored it. The store checks the agent's lease itself, right before every append, whoever
+    asks (remoting, the scheduler, the check-back)."""
+    args = store_args(
+        tmp_path / "store",
+        "--set",
+        "enableControllerMode=true",
+        "--set",
+        "brokerRole=SYNC_MASTER",
+        "--set",
+        "brokerId=1",
+        "--set",
+        "controllerAddr=127.0.0.1:9",  # never asked: the store only takes the agent's leases
+    )
+    sp = start_service("broker-store", args)
+    c = Client(zmq_ctx, sp.endpoints["endpoint"])
+    try:
+
+        def put_one(body: bytes) -> Reply:
+            reply, _ = c.call(StorePutRequest("Fenced", 0, 1), [records("Fenced", [body])])
+            return reply
+
+        refused = put_one(b"before any lease")
+        assert isinstance(refused, ErrorReply), refused
+        assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE and refused.retriable
+        assert "no write lease" in refused.message
+        granted, _ = c.call(GrantWriteLeaseRequest(time.monotonic() + 30, epoch=2))
+        assert isinstance(granted, OkReply)
+        assert isinstance(put_one(b"under the lease"), StorePutReply)
+        # an older epoch's agent cannot extend it; a revocation (until 0) fences at once
+        stale, _ = c.call(GrantWriteLeaseRequest(time.monotonic() + 30, epoch=1))
+        assert isinstance(stale, ErrorReply)
+        c.call(GrantWriteLeaseRequest(0.0, epoch=2))
+        assert isinstance(put_one(b"after the revocation"), ErrorReply)
+        c.call(GrantWriteLeaseRequest(time.monotonic() + 0.3, epoch=2))
+        assert isinstance(put_one(b"short lease"), StorePutReply)
+        time.sleep(0.4)  # wait-ok: the lease's own length is what is under test
+        assert isinstance(put_one(b"lapsed"), ErrorReply)
+        status, _ = c.call(StoreStatusRequest())
+        assert isinstance(status, StoreStatusReply)
+        # controller mode gates reads at the in-sync set's confirm offset: confirm it all
+        c.call(StoreConfirmOffsetRequest(status.max_offset))
+        got, _ = c.call(StoreGetRequest("Fenced", 0, 0))
+        assert isinstance(got, StoreGetReply) and got.count == 2  # only the two under a lease
+    finally:
+        c.close()
+        sp.stop()

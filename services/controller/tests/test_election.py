@@ -38,17 +38,22 @@ def test_unclean_election_still_prefers_a_live_in_sync_replica() -> None:
     assert choose_master(live, [1, 2], unclean=True) == Choice(2, True)
 
 
-def test_priority_first_then_max_offset_then_lowest_id() -> None:
+def test_newest_epoch_then_max_offset_then_priority_then_lowest_id() -> None:
+    """RocketMQ 5's order: data before priority, or a send one slave acknowledged is lost."""
     isr = [1, 2, 3, 4]
-    # the lowest brokerElectionPriority number wins whatever the offsets
+    # the replica that knows the newest epoch wins whatever its offset or priority
+    assert choose_master(
+        alive(Candidate(1, 0, 999, epoch=3), Candidate(2, 0, 10, epoch=4)), isr, unclean=False
+    ) == Choice(2, True)
+    # same epoch: the largest max offset wins over a better priority
     assert choose_master(
         alive(Candidate(1, 5, 999), Candidate(2, 1, 10)), isr, unclean=False
-    ) == Choice(2, True)
-    # same priority: the largest max offset
+    ) == Choice(1, True)
+    # same epoch and offset: the lowest brokerElectionPriority number
     assert choose_master(
-        alive(Candidate(1, 0, 10), Candidate(2, 0, 20)), isr, unclean=False
+        alive(Candidate(1, 5, 20), Candidate(2, 1, 20)), isr, unclean=False
     ) == Choice(2, True)
-    # same priority and offset: the lowest id
+    # same epoch, offset and priority: the lowest id
     assert choose_master(
         alive(Candidate(4, 0, 20), Candidate(3, 0, 20)), isr, unclean=False
     ) == Choice(3, True)

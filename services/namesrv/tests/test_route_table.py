@@ -4,7 +4,7 @@ import pytest
 
 from ferry.namesrv.route_table import BrokerRef, RouteTable
 from ferry.protocol.codes import Perm, ResponseCode
-from ferry.protocol.errors import TopicNotExistError
+from ferry.protocol.errors import IllegalStateError, TopicNotExistError
 from ferry.protocol.messages import QueueData, TopicConfig
 
 TIMEOUT_MS = 1000
@@ -23,6 +23,7 @@ def register(
     now_ms: int = 0,
     cluster: str = "DefaultCluster",
     ha_addr: str = "",
+    epoch: int = 0,
 ) -> bool:
     result = table.register(
         cluster=cluster,
@@ -33,6 +34,7 @@ def register(
         topics=topic_configs,
         timeout_ms=TIMEOUT_MS,
         now_ms=now_ms,
+        epoch=epoch,
     )
     return result.first
 
@@ -175,3 +177,48 @@ def test_broker_that_changes_id_is_listed_once() -> None:
     register(table, broker_id=0, addr="h:1")
 
     assert table.cluster_info().brokers["broker-a"].broker_addrs == {0: "h:1"}
+
+
+OLD, NEW = "127.0.0.1:10911", "127.0.0.1:20911"
+
+
+def master_of(table: RouteTable, topic: str = "T") -> str:
+    return table.route(topic).broker_datas[0].broker_addrs.get(0, "")
+
+
+def test_a_master_of_an_older_epoch_never_replaces_the_newer_one() -> None:
+    """Controller mode: a master paused past its lease resumes and registers as id 0 again
+    before it learnt it was replaced (issue 38): the name server keeps the newer master."""
+    table = RouteTable()
+    register(table, addr=OLD, topic_configs=topics("T"), epoch=1)
+    register(table, addr=NEW, topic_configs=topics("T"), epoch=2)
+    assert master_of(table) == NEW
+    with pytest.raises(IllegalStateError, match=r"epoch 1 is refused.*epoch 2"):
+        register(table, addr=OLD, topic_configs=topics("T", "Stale"), epoch=1)
+    assert master_of(table) == NEW
+    assert table.topic_names() == ["T"]  # the refused one's topics were not taken either
+    # on its way to the slave role it unregisters id 0: the newer master's entry stays
+    assert table.unregister(broker_name="broker-a", broker_id=0, broker_addr=OLD, epoch=1) is None
+    assert table.unregister(broker_name="broker-a", broker_id=0, broker_addr=NEW, epoch=1) is None
+    assert master_of(table) == NEW
+    # as a slave of the new epoch it registers under its own id
+    register(table, broker_id=1, addr=OLD, epoch=2)
+    assert table.route("T").broker_datas[0].broker_addrs == {0: NEW, 1: OLD}
+
+
+def test_the_newest_epoch_is_kept_after_its_master_expired() -> None:
+    table = RouteTable()
+    register(table, addr=NEW, topic_configs=topics("T"), epoch=2, now_ms=0)
+    assert table.expire(now_ms=TIMEOUT_MS + 1)
+    with pytest.raises(IllegalStateError):
+        register(table, addr=OLD, topic_configs=topics("T"), epoch=1, now_ms=TIMEOUT_MS + 2)
+    register(table, addr=OLD, topic_configs=topics("T"), epoch=3, now_ms=TIMEOUT_MS + 2)
+    assert master_of(table) == OLD
+
+
+def test_brokers_without_controller_mode_register_at_epoch_zero_as_before() -> None:
+    table = RouteTable()
+    register(table, addr=OLD, topic_configs=topics("T"))
+    register(table, addr=NEW, topic_configs=topics("T"))  # a replaced master, by hand
+    assert master_of(table) == NEW
+    assert table.unregister(broker_name="broker-a", broker_id=0, broker_addr=NEW) is not None

@@ -5,11 +5,17 @@ Every brokerHeartbeatInterval it reads its store's log end (and, as master, whic
 sync), heartbeats to the controller and follows the answer:
 
 - named master: its first answer in an epoch restarts the role-bearing services as master (the
-  epoch file then holds the group's epochs); later answers renew remoting's write lease, until
-  the heartbeat's SEND time plus the granted lease_ms (write_lease.py in remoting);
-- another replica named master: a master revokes its lease at once; then it rejoins as a
-  slave of the new master: it cuts its CommitLog where its history and the group's part
-  (epoch_file.truncate_point), and restarts those services as a slave;
+  epoch file then holds the group's epochs); later answers renew the write lease of remoting
+  (which acknowledges nothing without it) and of the store (which appends nothing without
+  it), until the heartbeat's SEND time plus the granted lease_ms (ferry.runtime.lease);
+- another replica named master: a master revokes its leases at once; then it rejoins as a
+  slave of the new master: it asks its store to cut the CommitLog where its history and the
+  group's part (epoch_file.truncate_point) at its next start, whatever the log's end looked
+  like a moment before (a put taken meanwhile is cut too), and restarts those services as a
+  slave, so that nothing past the cut is ever served;
+- a slave whose master refuses it (HA_LOG_DIVERGED: bytes that differ from the master's)
+  rebuilds itself: it cuts its log back to the start of the segment where the compared bytes
+  begin (a record boundary), one segment further each time, and replicates again;
 - no answer: nothing; the lease runs out by itself, so an isolated master stops taking writes
   before the controller may elect another.
 
@@ -59,6 +65,7 @@ ROLE_SERVICES = ("broker-store", "scheduler", "checkback", "ha-replicator", "bro
 # is back (five processes starting at once on a small host took seconds longer)
 FIRST_ON_PROMOTION = ("broker-store", "ha-replicator", "broker-remoting")
 ASK_TIMEOUT_MS = 1000
+NO_END = 1 << 62  # "wherever the log ends" for truncate_point: the cut is not clamped to it
 LOCAL_TIMEOUT_MS = 500  # the group's own services, on this host
 
 
@@ -104,6 +111,7 @@ class BrokerAgent:
         # a promotion's second half (_promote_rest), and the remoting it waits to see replaced
         self._promote_later: list[str] = []
         self._old_remoting: object = None
+        self._rebuilds = 0  # cuts in a row to rebuild a diverged slave
         self._thread = threading.Thread(target=self._run, name="broker-agent", daemon=True)
 
     def start(self) -> None:
@@ -133,6 +141,8 @@ class BrokerAgent:
             return  # the store restarts: nothing true to report
         if not self.registered:
             self._register(end)
+            return
+        if self.role == SLAVE_ROLE and self._rebuild_if_diverged(end):
             return
         in_sync = self._in_sync() if self.role == MASTER_ROLE else []
         sent_at = time.monotonic()
@@ -231,18 +241,27 @@ class BrokerAgent:
 
     def _become_slave(self, reply: ControllerHeartbeatReply, end: int) -> None:
         group = entries(reply.epochs)
-        cut = epoch_file.truncate_point(epoch_file.load(self.root), group, end)
-        if cut < end:
+        mine = epoch_file.load(self.root)
+        # `end` was read a moment ago: a master's store may have taken a put since (one that
+        # was in its socket when it was paused), and a slave's store may have taken the old
+        # master's bytes. So the cut is asked for wherever the histories part, not only when
+        # the log looked longer than that, and the store applies it at its start.
+        cut = epoch_file.truncate_point(mine, group, NO_END)
+        new_epoch = reply.epoch != self.epoch or self.role == MASTER_ROLE
+        cutting = cut < NO_END and new_epoch
+        if cutting:
             epoch_file.request_cut(self.root, cut)
-            self._say(
-                f"cutting the CommitLog from {end} to {cut}: the group's epoch "
-                f"{reply.epoch} does not hold those bytes"
-            )
-        epoch_file.save(self.root, [(e, s) for e, s in group if s <= cut])
+            if cut < end:
+                self._say(
+                    f"cutting the CommitLog from {end} to {cut}: the group's epoch "
+                    f"{reply.epoch} does not hold those bytes"
+                )
+        kept = min(cut, end) if cut < NO_END else end
+        epoch_file.save(self.root, [(e, s) for e, s in group if s <= kept])
         # a slave already: only replication follows the new master (and the store, to cut)
         names: tuple[str, ...] = ROLE_SERVICES
         if self.role == SLAVE_ROLE:
-            names = ("broker-store", "ha-replicator") if cut < end else ("ha-replicator",)
+            names = ("broker-store", "ha-replicator") if cutting else ("ha-replicator",)
         self.role, self.epoch, self.master_ha = SLAVE_ROLE, reply.epoch, reply.master_ha_addr
         self.lease_until = 0.0
         self._say(
@@ -255,12 +274,37 @@ class BrokerAgent:
     # ---- the group's own services ----
 
     def _grant(self, until: float, epoch: int, sync_state_set: list[int] | None = None) -> None:
+        """The store first: a revocation fences appends before acknowledgements."""
         grant = GrantWriteLeaseRequest(
             until_monotonic=until, epoch=epoch, sync_state_set=sync_state_set or []
         )
+        self._local(self.cluster.store_endpoint, grant)
         answer = self._local(self.cluster.broker_addr, grant)
         if answer is not None:
             self.lease_until = until
+
+    def _rebuild_if_diverged(self, end: int) -> bool:
+        """A slave its master refuses (diverged bytes) cuts its log back and replicates
+        again, a segment further back each time, instead of staying out of sync."""
+        answer = self._local(self.cluster.ha_addr, HaStatusRequest())
+        if not isinstance(answer, HaStatusReply) or not answer.error:
+            if isinstance(answer, HaStatusReply) and answer.connected:
+                self._rebuilds = 0
+            return False
+        segment = self.config.mapped_file_size_commit_log
+        start = (min(answer.diverged_from, end) // segment) * segment
+        cut = max(0, start - self._rebuilds * segment)
+        self._rebuilds += 1
+        epoch_file.request_cut(self.root, cut)
+        epoch_file.save(self.root, [(e, s) for e, s in epoch_file.load(self.root) if s <= cut])
+        self._say(
+            f"rebuilding: the master refused this slave ({answer.error}); cutting the "
+            f"CommitLog from {end} to {cut} and replicating again"
+        )
+        settings = {"brokerRole": "SLAVE", "haMasterAddress": self.master_ha}
+        for name in ("broker-store", "ha-replicator"):
+            self.supervisor.reconfigure(name, settings)
+        return True
 
     def _log_end(self) -> int | None:
         answer = self._local(self.cluster.store_endpoint, StoreStatusRequest())

@@ -205,13 +205,11 @@ class BrokerConfig(SecurityConfig, rename=_conf_name, kw_only=True):
 
     @property
     def reads_gated(self) -> bool:
-        """Queue reads stop at the in-sync set's confirm offset: allAckInSyncStateSet on a
-        SYNC_MASTER, and on its slaves (consumers read them while the master is gone)."""
-        return (
-            self.enable_controller_mode
-            and self.broker_role != "ASYNC_MASTER"
-            and self.all_ack_in_sync_state_set
-        )
+        """Queue reads stop at the in-sync set's confirm offset: controller mode on a
+        SYNC_MASTER, and on its slaves (consumers read them while the master is gone), with
+        or without allAckInSyncStateSet (as RocketMQ 5's confirmOffset): a record not every
+        replica that may be elected holds may be cut by a failover, so no consumer sees it."""
+        return self.enable_controller_mode and self.broker_role != "ASYNC_MASTER"
 
     def check(self) -> None:
         self.check_security()

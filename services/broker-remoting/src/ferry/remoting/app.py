@@ -106,7 +106,7 @@ from ferry.remoting.store_queries import StoreQueryProcessor
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
 from ferry.remoting.write_lease import WriteLease, fenced
-from ferry.runtime import metrics
+from ferry.runtime import epoch_file, metrics
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.confirm_relay import ConfirmRelay
 from ferry.runtime.security import settings
@@ -210,8 +210,19 @@ class RemotingApp:
         self.ha_addr = f"{config.advertised_host}:{ha_port}"
         self.store = self.service.connect_peer(config.store_endpoint)
         self._secure()
+        # controller mode: writes are acknowledged, and this master named to the name
+        # servers, only under the agent's lease (write_lease.py)
+        self.write_lease = WriteLease(
+            config.broker_name,
+            config.enable_controller_mode and config.broker_role != "SLAVE",
+            on_granted=self._lease_granted,
+        )
         self.registrar = NamesrvRegistrar(
-            self.service, self.namesrv_addrs, self._registration, self._unregistration
+            self.service,
+            self.namesrv_addrs,
+            self._registration,
+            self._unregistration,
+            may_register=lambda: not self.write_lease.lapsed(),
         )
         self._wire(self.store)
         self.metrics_addr = self._start_metrics()
@@ -291,15 +302,11 @@ class RemotingApp:
             topics_changed,
             scheduler_link,
         )
-        # controller mode: writes are acknowledged only under the agent's lease (write_lease.py)
-        lease = WriteLease(
-            config.broker_name, config.enable_controller_mode and config.broker_role != "SLAVE"
-        )
-        self.write_lease = lease
+        lease = self.write_lease
         # controller mode, SYNC_MASTER: minInSyncReplicas and allAckInSyncStateSet
         isr = InSyncReplicas(config)
         self.in_sync_replicas = isr
-        service.on(GrantWriteLeaseRequest, isr.with_grant(lease.grant))
+        service.on(GrantWriteLeaseRequest, isr.with_grant(lease.grant_request))
         service.on(GetBrokerEpochRequest, broker_epoch(config))
         service.on(SendMessageRequest, fenced(lease, isr.guard(send.handle)))
         self._wire_ha(send, isr)
@@ -419,8 +426,8 @@ class RemotingApp:
         self.slave_sync: SlaveSynchronizer | None = None
         if config.broker_role == "SYNC_MASTER":
             ha = self.service.connect_peer(config.ha_endpoint or f"tcp://{self.ha_addr}")
-            # allAckInSyncStateSet: the store's readers see only what the set holds
-            confirm = ConfirmRelay(self.store) if config.all_ack_enforced else None
+            # controller mode: the store's readers see only what the whole in-sync set holds
+            confirm = ConfirmRelay(self.store) if config.reads_gated else None
             wait = SlaveAckWait(ha, config.sync_flush_timeout, isr, confirm)
             send.after_store = wait.reply
             if confirm is not None:
@@ -533,6 +540,20 @@ class RemotingApp:
         if self._ready:
             self.registrar.unregister_all()
 
+    def _lease_granted(self) -> None:
+        """A master's lease after a lapse (or its first): the name servers learn of it now."""
+        self.registrar.register_soon()
+
+    def _epoch(self) -> int:
+        """The epoch this broker speaks for: its lease's as master, else its epoch file's
+        (controller mode); the name servers keep the master of the highest one."""
+        if self.write_lease.epoch:
+            return self.write_lease.epoch
+        if not self.config.enable_controller_mode:
+            return 0
+        epochs = epoch_file.load(self.config.store_root)
+        return epochs[-1][0] if epochs else 0
+
     def _registration(self) -> RegisterBrokerRequest:
         config = self.config
         return RegisterBrokerRequest(
@@ -543,6 +564,7 @@ class RemotingApp:
             ha_addr=self.ha_addr,
             topics=masked_topics(self.topics.snapshot(), config.broker_permission),
             timeout_ms=config.broker_not_active_timeout_millis,
+            epoch=self._epoch(),
         )
 
     def _unregistration(self) -> UnregisterBrokerRequest:
@@ -552,4 +574,5 @@ class RemotingApp:
             broker_name=config.broker_name,
             broker_id=config.registered_broker_id,
             broker_addr=self.addr,
+            epoch=self._epoch(),
         )

@@ -49,7 +49,7 @@ class SlaveAckWait:
         self._timeout_ms = timeout_ms
         self._isr = isr
         self._confirm = confirm
-        if isr is not None and isr.all_ack:
+        if isr is not None and isr.enforced:
             isr.on_change = self.set_changed
 
     def refresh_confirm(self) -> None:
@@ -63,8 +63,8 @@ class SlaveAckWait:
             if isinstance(body, HaWaitAckReply) and body.status == SendStatus.SEND_OK:
                 confirm.advance(body.acked_offset)
 
-        slaves = self._isr.slaves()
-        self._ha.request(HaWaitAckRequest(offset=0, all_of=slaves), on_answer, timeout_s=GRACE_S)
+        request = HaWaitAckRequest(offset=0, all_of=self._isr.slaves(), any_one=self._isr.any_one())
+        self._ha.request(request, on_answer, timeout_s=GRACE_S)
 
     def set_changed(self, slaves: list[int]) -> None:
         """Hands the ha-replicator the in-sync set's slaves (a wait for offset 0)."""
@@ -73,7 +73,9 @@ class SlaveAckWait:
             if not isinstance(body, HaWaitAckReply):
                 log.warning("ha-replicator: in-sync set %s not taken: %s", slaves, body)
 
-        self._ha.request(HaWaitAckRequest(offset=0, all_of=slaves), on_answer, timeout_s=GRACE_S)
+        any_one = self._isr.any_one() if self._isr is not None else False
+        request = HaWaitAckRequest(offset=0, all_of=slaves, any_one=any_one)
+        self._ha.request(request, on_answer, timeout_s=GRACE_S)
 
     def reply(self, call: Call, reply: SendMessageReply, end_offset: int) -> None:
         if reply.status != SendStatus.SEND_OK or end_offset <= 0:
@@ -95,8 +97,11 @@ class SlaveAckWait:
             )
 
         all_of = self._isr.wait_for() if self._isr is not None else None
+        any_one = self._isr.any_one() if self._isr is not None else False
         self._ha.request(
-            HaWaitAckRequest(offset=end_offset, timeout_ms=self._timeout_ms, all_of=all_of),
+            HaWaitAckRequest(
+                offset=end_offset, timeout_ms=self._timeout_ms, all_of=all_of, any_one=any_one
+            ),
             on_ack,
             timeout_s=self._timeout_ms / 1000 + GRACE_S,
         )

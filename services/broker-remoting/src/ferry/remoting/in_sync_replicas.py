@@ -8,9 +8,11 @@ controller elects from). Remoting then:
   master included, are in the set (InSyncReplicasNotEnoughError, retriable; nothing is
   written, so nothing is acknowledged and nothing stored is lost);
 - allAckInSyncStateSet=true: asks the ha-replicator to answer a stored send SEND_OK only once
-  EVERY slave of the set acked its end (ha_wait.py), instead of any one slave. A changed set
-  is handed to the ha-replicator at once, so a wait that only lacked a slave just dropped from
-  the set is answered without waiting for the next send.
+  EVERY slave of the set acked its end (ha_wait.py); without it, once any one slave OF THE
+  SET acked (a slave outside the set cannot be elected, so its ack keeps nothing). Either way
+  readers stop where the whole set holds the log. A changed set is handed to the
+  ha-replicator at once, so a wait that only lacked a slave just dropped from the set is
+  answered without waiting for the next send.
 
 Without controller mode, or on an ASYNC_MASTER, neither key is enforced (as in RocketMQ).
 """
@@ -49,14 +51,18 @@ class InSyncReplicas:
         return sorted(set(self.ids) - {self.own_id})
 
     def wait_for(self) -> list[int] | None:
-        """The slaves a stored send waits for, all of them (allAckInSyncStateSet); None: any
-        one slave in sync, as without controller mode."""
-        return self.slaves() if self.all_ack else None
+        """The slaves of the set a stored send waits for (all of them with
+        allAckInSyncStateSet, else any one: any_one()); None without controller mode: any
+        one slave in sync."""
+        return self.slaves() if self.enforced else None
+
+    def any_one(self) -> bool:
+        return not self.all_ack
 
     def update(self, ids: list[int]) -> None:
         old = self.slaves()
         self.ids = sorted(ids)
-        if self.all_ack and self.on_change is not None and self.slaves() != old:
+        if self.enforced and self.on_change is not None and self.slaves() != old:
             self.on_change(self.slaves())
 
     def check(self) -> None:

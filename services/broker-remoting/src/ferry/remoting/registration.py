@@ -15,6 +15,10 @@ A name server killed and restarted within a registration period is back empty, a
 fails on the broker's side: a socket monitor on each name server connection sees the new
 connection's handshake and the broker registers with it at once, instead of leaving new
 clients without routes until the next period (registerNameServerPeriod, 30 s by default).
+
+In controller mode a master registers only under its write lease, and every registration
+carries the broker's epoch: a master paused past its lease and resumed must not name itself
+id 0 again over the master elected meanwhile (the name servers keep the highest epoch too).
 """
 
 from __future__ import annotations
@@ -86,9 +90,12 @@ class NamesrvRegistrar:
         addrs: list[str],
         registration: Callable[[], RegisterBrokerRequest],
         unregistration: Callable[[], UnregisterBrokerRequest],
+        may_register: Callable[[], bool] = lambda: True,
     ) -> None:
         self._service = service
         self._registration = registration
+        # controller mode: a master registers only while it holds its write lease
+        self._may_register = may_register
         self._unregistration = unregistration
         self._links = [
             _Link(addr, service.connect_peer(f"tcp://{addr}", REGISTER_TIMEOUT_S)) for addr in addrs
@@ -112,7 +119,7 @@ class NamesrvRegistrar:
 
     def register_soon(self) -> None:
         """Registers on the next loop turn; a burst of topic changes makes one registration."""
-        if self._soon or not self._links:
+        if self._soon or not self._links or not self._started:
             return
         self._soon = True
         self._service.later(0, self._register_now)
@@ -122,6 +129,8 @@ class NamesrvRegistrar:
         self.register_all()
 
     def register_all(self) -> None:
+        if not self._may_register():
+            return
         request: RegisterBrokerRequest | None = None
         for link in self._links:
             if link.down:
@@ -136,7 +145,7 @@ class NamesrvRegistrar:
         restarted name server knows no broker until told."""
 
         def on_connected() -> None:
-            if self._started:
+            if self._started and self._may_register():
                 log.info("connected to name server %s; registering", link.addr)
                 self._mark_up(link)
                 link.peer.request(self._registration(), self._on_register_reply(link))

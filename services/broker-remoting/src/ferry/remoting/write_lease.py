@@ -11,7 +11,6 @@ Without controller mode there is no lease: every write is acknowledged as before
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -23,6 +22,7 @@ from ferry.protocol.messages import (
     OkReply,
     SendMessageReply,
 )
+from ferry.runtime.lease import Lease
 from ferry.runtime.service import Call, Payload
 
 AfterStore = Callable[[Call, SendMessageReply, int], None]
@@ -44,25 +44,23 @@ def fenced(lease: WriteLease, handler: Handler) -> Handler:
     return checked_first(lease.check, handler) if lease.enforced else handler
 
 
-class WriteLease:
-    def __init__(self, broker_name: str, enforced: bool) -> None:
+class WriteLease(Lease):
+    def __init__(
+        self, broker_name: str, enforced: bool, on_granted: Callable[[], None] = lambda: None
+    ) -> None:
+        super().__init__(enforced)
         self._broker_name = broker_name
-        self.enforced = enforced
-        self.until = 0.0
-        self.epoch = 0
+        # told when a grant ends a lapse: a master registers with the name servers only under
+        # a lease (a resumed, replaced master must not name itself id 0 anywhere)
+        self._on_granted = on_granted
         self.refused = 0  # writes not acknowledged for want of a lease
 
-    def grant(self, req: GrantWriteLeaseRequest, _call: Call) -> OkReply:
-        if req.epoch < self.epoch:
-            raise ServiceNotAvailableError(
-                f"lease of epoch {req.epoch} refused: this broker is at epoch {self.epoch}"
-            )
-        self.epoch = req.epoch
-        self.until = req.until_monotonic
+    def grant_request(self, req: GrantWriteLeaseRequest, _call: Call) -> OkReply:
+        was_lapsed = self.lapsed()
+        self.grant(req.until_monotonic, req.epoch)
+        if was_lapsed and not self.lapsed():
+            self._on_granted()
         return OkReply()
-
-    def lapsed(self) -> bool:
-        return self.enforced and time.monotonic() >= self.until
 
     def error(self) -> FerryError:
         self.refused += 1
@@ -77,9 +75,6 @@ class WriteLease:
         """Before a write is taken."""
         if self.lapsed():
             raise self.error()
-
-    def remaining_ms(self) -> int:
-        return max(0, int((self.until - time.monotonic()) * 1000))
 
     def gate(self, after_store: AfterStore) -> AfterStore:
         """after_store, with a stored send acknowledged only while the lease holds (checked

@@ -21,6 +21,7 @@ from ferry.protocol.messages import (
     ConsumeQueueReply,
     DeleteExpiredCommitLogRequest,
     DispatchNotice,
+    GrantWriteLeaseRequest,
     OffsetReply,
     OkReply,
     QueryConsumeQueueRequest,
@@ -47,6 +48,7 @@ from ferry.protocol.messages import (
 from ferry.protocol.names import check_topic
 from ferry.runtime import metrics, telemetry
 from ferry.runtime.config import BrokerConfig
+from ferry.runtime.lease import Lease
 from ferry.runtime.service import Call, HandlerResult, Service, announce_ready
 from ferry.runtime.version import package_version
 from ferry.store.admin_handlers import StoreAdminHandlers
@@ -98,6 +100,8 @@ class StoreApp:
             StoreMetrics(store, self._commit.flusher)
         self._sync_flush = config.is_sync_flush
         self._slave = config.broker_role == "SLAVE"
+        # controller mode: a master appends only under the agent's write lease (lease.py)
+        self.lease = Lease(config.enable_controller_mode and not self._slave)
         if config.enable_property_filter:
             warm_sql_filters()
         # allAckInSyncStateSet: a put wakes no reader; remoting's confirm of it does
@@ -105,6 +109,7 @@ class StoreApp:
         if self._gated:
             store.gate_reads()
         self._closed = False
+        self.lease_refused = 0  # puts refused for want of a lease
         service.on(StorePutRequest, self._put)
         service.on(StoreGetRequest, self._get)
         service.on(StoreQueueOffsetsRequest, self._queue_offsets)
@@ -115,6 +120,7 @@ class StoreApp:
         service.on(QueryConsumeQueueRequest, self._query_cq)
         service.on(DeleteExpiredCommitLogRequest, self._delete_expired)
         service.on(StoreConfirmOffsetRequest, self._confirm)
+        service.on(GrantWriteLeaseRequest, self._grant)
         # mqadmin: deleteTopic, cleanExpiredCQ, live retention keys
         admin = StoreAdminHandlers(store, self._commit.quiesce, config)
         service.on(StoreDeleteTopicRequest, admin.delete_topic)
@@ -162,6 +168,14 @@ class StoreApp:
             raise InvalidParameterError(
                 f"a put carries exactly one payload frame of records, not {len(call.payload)}"
             )
+        if self.lease.lapsed():  # checked right before the append, whoever asks for it
+            self.lease_refused += 1
+            raise ServiceNotAvailableError(
+                f"the store of {self.config.broker_name} holds no write lease (controller "
+                "mode: not master, or not confirmed by the controller in time); nothing was "
+                "stored",
+                retriable=True,
+            )
         frame = call.payload[0]
         buf = frame if isinstance(frame, bytes) else bytes(frame)
         # one span per batch, and only under a sampled parent: the hot path stays cheap
@@ -198,6 +212,10 @@ class StoreApp:
         self._wake(req.topic, req.queue_id)
         self._publish(result.from_offset, result.next_offset, result.written)
         return None
+
+    def _grant(self, req: GrantWriteLeaseRequest, _call: Call) -> OkReply:
+        self.lease.grant(req.until_monotonic, req.epoch)
+        return OkReply()
 
     def _publish(self, start: int, stop: int, written: bytearray | None = None) -> None:
         """Dispatch feed: a hint for subscribers, dropped rather than ever blocking the store.

@@ -1,9 +1,12 @@
 """Who becomes master, and the state a won election writes: pure functions, no etcd.
 
-The rule (docs/architecture.md, controller): among live replicas of the sync state set, the
-highest priority (lowest brokerElectionPriority number), then the largest max offset, then
-the lowest id. An out-of-sync replica never wins, unless unclean election is allowed and no
-in-sync replica is alive: then the live replica with the largest max offset wins. A group that
+The rule (docs/architecture.md, controller), RocketMQ 5's order: among live replicas of the
+sync state set, the one that knows the newest epoch, then the largest max offset, then the
+highest priority (lowest brokerElectionPriority number), then the lowest id. Data before
+priority: without allAckInSyncStateSet a send is acknowledged once any one slave of the set
+holds it, so only the replica holding the most may be elected without losing it. An
+out-of-sync replica never wins, unless unclean election is allowed and no in-sync replica is
+alive: then the live replica ranked first by the same order wins. A group that
 never had a master elects among every live replica (nobody is behind anybody yet).
 """
 
@@ -29,12 +32,8 @@ class Choice:
     clean: bool  # False: an out-of-sync replica, elected because unclean election is allowed
 
 
-def _clean_rank(c: Candidate) -> tuple[int, int, int]:
-    return (c.priority, -c.max_offset, c.replica_id)
-
-
-def _unclean_rank(c: Candidate) -> tuple[int, int, int]:
-    return (-c.max_offset, c.priority, c.replica_id)
+def _rank(c: Candidate) -> tuple[int, int, int, int]:
+    return (-c.epoch, -c.max_offset, c.priority, c.replica_id)
 
 
 def choose_master(
@@ -57,11 +56,11 @@ def choose_master(
         by_id = {c.replica_id: c for c in pool}
         if preferred in by_id:
             return Choice(preferred, True)
-        return Choice(min(pool, key=_clean_rank).replica_id, True)
+        return Choice(min(pool, key=_rank).replica_id, True)
     if unclean and alive:
         if preferred in alive:
             return Choice(preferred, False)
-        return Choice(min(alive.values(), key=_unclean_rank).replica_id, False)
+        return Choice(min(alive.values(), key=_rank).replica_id, False)
     return None
 
 

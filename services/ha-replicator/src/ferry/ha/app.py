@@ -138,6 +138,7 @@ class HaApp:
             applied_offset=slave.applied,
             bytes_received=slave.bytes_received,
             error=slave.error,
+            diverged_from=slave.diverged_from,
         )
 
     def _not_a_master(self, _req: HaWaitAckRequest, _call: Call) -> HandlerResult:

@@ -143,6 +143,7 @@ class MasterReplicator:
         # allAckInSyncStateSet: the in-sync set's slaves, every one of which must ack (None:
         # any one slave in sync will do)
         self._all_of: frozenset[int] | None = None
+        self._any_one = False  # with _all_of: one slave of it acking answers a wait
         # a slave asks again at least every heartbeat interval; twice that is silence
         self._alive_s = 2 * config.ha_send_heartbeat_interval / 1000 + 1.0
         self._refusals = ThrottledLog(log)
@@ -347,17 +348,16 @@ class MasterReplicator:
                 f"all_of names {len(req.all_of)} slaves: at most {MAX_REPLICAS} ids of 1 or more"
             )
         all_of = frozenset(req.all_of)
-        if all_of != self._all_of:
+        if all_of != self._all_of or req.any_one != self._any_one:
             if self._all_of is not None:
                 log.info("in-sync set's slaves: %s -> %s", sorted(self._all_of), sorted(all_of))
-            self._all_of = all_of
+            self._all_of, self._any_one = all_of, req.any_one
             self._release_waiters()  # a slave left the set: waits that only lacked it end
         if req.offset <= 0:  # a changed set, or remoting asking how far the set holds the log
             return HaWaitAckReply(SendStatus.SEND_OK, self._confirmed())
         self._grow(req.offset)
-        confirmed = self._confirmed()
-        if confirmed >= req.offset:
-            return HaWaitAckReply(SendStatus.SEND_OK, confirmed)
+        if self._answered() >= req.offset:
+            return HaWaitAckReply(SendStatus.SEND_OK, self._confirmed())
         deadline = now + max(req.timeout_ms, 0) / 1000
         heapq.heappush(self._waiters, (req.offset, next(self._seq), deadline, call))
         return None
@@ -377,14 +377,23 @@ class MasterReplicator:
         acked = {link.broker_id: link.acked for link in self.links.values()}
         return min(acked.get(slave, 0) for slave in self._all_of)
 
+    def _answered(self) -> int:
+        """How far a wait is answered SEND_OK: the confirm offset, or without
+        allAckInSyncStateSet the best ack of any one slave of the set."""
+        if self._all_of is None or not self._any_one or not self._all_of:
+            return self._confirmed()
+        acked = {link.broker_id: link.acked for link in self.links.values()}
+        return max(acked.get(slave, 0) for slave in self._all_of)
+
     def _best_ack(self) -> int:
         return max((link.acked for link in self.links.values()), default=0)
 
     def _release_waiters(self) -> None:
-        best = self._confirmed()
+        best = self._answered()
+        confirmed = self._confirmed()
         while self._waiters and self._waiters[0][0] <= best:
             _, _, _, call = heapq.heappop(self._waiters)
-            call.reply(HaWaitAckReply(SendStatus.SEND_OK, best))
+            call.reply(HaWaitAckReply(SendStatus.SEND_OK, confirmed))
 
     def sweep(self) -> None:
         """Expires held transfers (answered empty: the slave asks again, a heartbeat) and

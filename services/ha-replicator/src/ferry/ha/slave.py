@@ -8,7 +8,9 @@ below it. A request is held on the master up to haSendHeartbeatInterval when the
 new, so an idle slave still reports its offset that often.
 
 A master that refuses the slave (its log diverged) is logged loudly and asked again only
-after a long pause: the slave stays out of sync, nothing is merged.
+after a long pause; nothing is merged. In controller mode the broker agent sees the refusal
+in the status (error, diverged_from) and rebuilds the slave: it cuts the log back and
+restarts the store and this service.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class SlaveReplicator:
         self.master_max = 0
         self.connected = False
         self.error = ""
+        self.diverged_from = 0  # where the compared bytes began, when refused
+        self._digest_from = 0
         self.bytes_received = 0
         self._epoch = 0  # bumped on every (re)connect: answers to older requests are dropped
         self._suspend_ms = config.ha_send_heartbeat_interval
@@ -121,6 +125,7 @@ class SlaveReplicator:
         self.store.request(StoreLogDigestRequest(start, end), on_digest, timeout_s=STORE_TIMEOUT_S)
 
     def _hello(self, epoch: int, end: int, digest_from: int, crc: int) -> None:
+        self._digest_from = digest_from
         req = HaHelloRequest(
             broker_name=self.config.broker_name,
             broker_id=self.config.broker_id,
@@ -160,6 +165,7 @@ class SlaveReplicator:
                     body.message,
                 )
             self.error = body.message
+            self.diverged_from = self._digest_from
             self._retry(REFUSED_RETRY_S)
             return
         log.info("master %s not reachable: %s", self.master_addr, _describe(body))

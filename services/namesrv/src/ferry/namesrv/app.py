@@ -73,6 +73,8 @@ def check_register(req: RegisterBrokerRequest) -> None:
         check_addr("ha_addr", req.ha_addr)
     if req.timeout_ms <= 0:
         raise InvalidParameterError(f"timeout_ms {req.timeout_ms} is not positive")
+    if req.epoch < 0:
+        raise InvalidParameterError(f"epoch {req.epoch} is negative")
     for name, config in req.topics.items():
         check_topic(name)
         if config.topic_name != name:
@@ -126,6 +128,7 @@ class NamesrvApp:
             topics=req.topics,
             timeout_ms=req.timeout_ms,
             now_ms=now_ms(),
+            epoch=req.epoch,
         )
         if result.first:
             log.info(
@@ -140,7 +143,10 @@ class NamesrvApp:
 
     def _unregister(self, req: UnregisterBrokerRequest, _call: Call) -> OkReply:
         removed = self.table.unregister(
-            broker_name=req.broker_name, broker_id=req.broker_id, broker_addr=req.broker_addr
+            broker_name=req.broker_name,
+            broker_id=req.broker_id,
+            broker_addr=req.broker_addr,
+            epoch=req.epoch,
         )
         if removed is not None:
             self._log_removed(removed, "unregistered")

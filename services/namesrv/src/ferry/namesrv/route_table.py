@@ -5,6 +5,12 @@ RocketMQ's RouteInfoManager without the sockets. Brokers of one broker name form
 A group's queue data stays while any member of the group is alive, as in RocketMQ, so that
 consumers can still read from a slave when the master is gone (producers skip queues whose
 group has no master address in the route).
+
+Controller mode: registrations carry the broker's epoch, and a group's master is the one of
+the highest epoch heard. A master of an older epoch (one paused past its lease, resumed before
+it learnt it was replaced) is refused, and its unregistration removes nothing: it never
+replaces or removes the entry of the master elected after it. The epoch is remembered while
+the name server runs, even after the group's entries expired.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ferry.protocol.codes import Perm
-from ferry.protocol.errors import TopicNotExistError
+from ferry.protocol.errors import IllegalStateError, TopicNotExistError
 from ferry.protocol.messages import (
     BrokerData,
     ClusterInfoReply,
@@ -64,6 +70,8 @@ class RouteTable:
         # broker names whose queues are not offered for writing (wipeWritePerm); kept across
         # re-registrations until addWritePerm
         self._wiped: set[str] = set()
+        # broker name -> the highest epoch a master of it registered with
+        self._master_epochs: dict[str, int] = {}
 
     def register(
         self,
@@ -76,7 +84,17 @@ class RouteTable:
         topics: Mapping[str, TopicConfig] | None = None,
         timeout_ms: int,
         now_ms: int,
+        epoch: int = 0,
     ) -> Registration:
+        if broker_id == MASTER_ID:
+            newest = self._master_epochs.get(broker_name, 0)
+            if epoch < newest:
+                raise IllegalStateError(
+                    f"{broker_name}: a master of epoch {epoch} is refused: a master of epoch "
+                    f"{newest} registered (this broker was replaced; it must follow the new "
+                    "master)"
+                )
+            self._master_epochs[broker_name] = epoch
         group = self._groups.setdefault(broker_name, _Group(cluster))
         group.cluster = cluster
         # A broker that changed its id (role switch) is still listed under the old one.
@@ -94,10 +112,15 @@ class RouteTable:
             return Registration(RegisterBrokerReply(), first)
         return Registration(RegisterBrokerReply(master.addr, master.ha_addr), first)
 
-    def unregister(self, *, broker_name: str, broker_id: int, broker_addr: str) -> BrokerRef | None:
-        """Removes the broker if it is listed with that address; None when it is not."""
+    def unregister(
+        self, *, broker_name: str, broker_id: int, broker_addr: str, epoch: int = 0
+    ) -> BrokerRef | None:
+        """Removes the broker if it is listed with that address (a master: and of an epoch
+        no older than the newest heard); None when it is not."""
         group = self._groups.get(broker_name)
         if group is None:
+            return None
+        if broker_id == MASTER_ID and epoch < self._master_epochs.get(broker_name, 0):
             return None
         member = group.members.get(broker_id)
         if member is None or member.addr != broker_addr:

@@ -113,10 +113,14 @@ class HaWaitAckRequest(Request, frozen=True, tag="ha_wait_ack"):
     offset: int
     timeout_ms: int = 5000
     all_of: list[int] | None = None
+    # with all_of (controller mode without allAckInSyncStateSet): the answer waits for any
+    # one slave of the set, not every one; readers still stop where the whole set holds
+    any_one: bool = False
 
 
 class HaWaitAckReply(Reply, frozen=True, tag="ha_wait_ack_reply"):
     status: int  # SendStatus: SEND_OK, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE
+    # how far the log is safe: with all_of, how far the whole set holds it (the confirm offset)
     acked_offset: int = 0
 
 
@@ -142,6 +146,7 @@ class HaStatusReply(Reply, frozen=True, tag="ha_status_reply"):
     applied_offset: int = 0
     bytes_received: int = 0
     error: str = ""  # why the master refused this slave, if it did
+    diverged_from: int = 0  # then: where the bytes it compared begin
 
 
 class SyncedOffset(msgspec.Struct, frozen=True, array_like=True):

@@ -47,6 +47,9 @@ class RegisterBrokerRequest(Request, frozen=True, tag="register_broker"):
     topics: dict[str, TopicConfig] = {}
     # how long the name server keeps this broker without a new registration
     timeout_ms: int = 120_000
+    # controller mode: the epoch the broker speaks for; a master of an older epoch than the
+    # one a name server holds is refused (0 without controller mode)
+    epoch: int = 0
 
 
 class RegisterBrokerReply(Reply, frozen=True, tag="register_broker_reply"):
@@ -60,6 +63,7 @@ class UnregisterBrokerRequest(Request, frozen=True, tag="unregister_broker"):
     broker_name: str
     broker_id: int
     broker_addr: str
+    epoch: int = 0  # an older epoch's master never removes a newer one's entry
 
 
 class GetRouteInfoRequest(Request, frozen=True, tag="get_route"):
