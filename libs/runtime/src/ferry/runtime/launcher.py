@@ -332,7 +332,7 @@ def start_broker_services(
         },
     )
     cluster.broker_addr = remoting.endpoints["addr"]
-    if namesrv_addr:
+    if namesrv_addr and not _waits_for_a_lease(conf_file, base):
         keys = security_config(conf_file, overrides)
         wait_registered(
             namesrv_addr.split(";", maxsplit=1)[0],
@@ -344,6 +344,15 @@ def start_broker_services(
                 else None
             ),
         )
+
+
+def _waits_for_a_lease(conf_file: str | None, settings: Mapping[str, str]) -> bool:
+    """A master in controller mode registers only once its agent granted it a write lease
+    (ferry.runtime.lease): nothing to wait for at start."""
+    raw = dict(read_properties(conf_file)) if conf_file else {}
+    raw.update(settings)
+    controlled = raw.get("enableControllerMode", "false").strip().lower() == "true"
+    return controlled and raw.get("brokerRole", "ASYNC_MASTER").strip() != "SLAVE"
 
 
 def security_keys(conf_file: str | None, overrides: Mapping[str, str] | None) -> dict[str, str]:
