@@ -603,3 +603,21 @@ def test_gated_reads_stop_at_the_confirmed_offset_and_follow_it(
     store.confirm(last.next_offset + 10_000)  # never past the log's end
     assert store.confirmed == last.next_offset
     assert store.get("Orders", 0, 3).count == 1
+
+
+def test_a_confirm_heard_before_its_bytes_is_applied_once_they_are_appended(
+    store: MessageStore, batch: MakeBatch
+) -> None:
+    """A slave hears its master's confirm with the bytes it is about to append; the relay
+    sends each offset once, so a confirm past the log's end must hold until the log gets
+    there (an idle group's slave reads otherwise stopped one transfer short for good)."""
+    store.gate_reads()
+    first = store.put("Orders", 0, 1, batch("Orders", [b"a0"]))
+    coming = batch("Orders", [b"a1"])
+    assert store.confirm(first.next_offset + len(coming))
+    assert store.confirmed == first.next_offset  # never past the log's end
+    assert not store.confirm_grown()  # nothing appended since
+    second = store.put("Orders", 0, 1, coming)
+    assert second.next_offset == first.next_offset + len(coming)
+    assert store.confirm_grown() and store.confirmed == second.next_offset
+    assert store.get("Orders", 0, 0).count == 2

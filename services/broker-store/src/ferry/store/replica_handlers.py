@@ -58,6 +58,7 @@ class ReplicaHandlers:
             self._store, req.from_offset, call.payload[0]
         )
         self._publish(req.from_offset, next_offset)
+        self._store.confirm_grown()  # the master's confirm may have come before these bytes
         for topic, queue_id in grown:
             self._wake(topic, queue_id)
         return StoreAppendRawReply(next_offset=next_offset, records=records)

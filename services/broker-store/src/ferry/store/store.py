@@ -113,6 +113,7 @@ class MessageStore:
         # controller mode with allAckInSyncStateSet: how far the group's in-sync set acked
         # the log; reads stop there (None: reads see the whole log)
         self.confirmed: int | None = None
+        self._confirm_wanted = 0  # the highest confirm heard, applied as far as the log goes
 
     @classmethod
     def open(cls, config: BrokerConfig) -> MessageStore:
@@ -307,13 +308,26 @@ class MessageStore:
     def gate_reads(self) -> None:
         """From now on queue reads stop at `confirmed`, which only confirm() moves. It starts
         at the log's end: what a restarted store holds counts as kept."""
-        self.confirmed = self.log.end
+        self.confirmed = self._confirm_wanted = self.log.end
 
     def confirm(self, offset: int) -> bool:
-        """The in-sync set acked the log up to offset; True if readers may see more."""
-        if self.confirmed is None or offset <= self.confirmed:
+        """The in-sync set acked the log up to offset; True if readers may see more. A slave
+        hears its master's confirm with the bytes it is about to append: an offset past the
+        log's end is kept and applied as the log grows (confirm_grown), or a confirm that no
+        later write repeats would never be applied (the relay sends each offset once)."""
+        if self.confirmed is None:
             return False
-        self.confirmed = min(offset, self.log.end)
+        self._confirm_wanted = max(self._confirm_wanted, offset)
+        return self.confirm_grown()
+
+    def confirm_grown(self) -> bool:
+        """After an append: True if a confirm heard earlier now reaches further."""
+        if self.confirmed is None:
+            return False
+        reach = min(self._confirm_wanted, self.log.end)
+        if reach <= self.confirmed:
+            return False
+        self.confirmed = reach
         return True
 
     def queue_stats(self, topic: str, queue_ids: Collection[int]) -> list[QueueStat]:

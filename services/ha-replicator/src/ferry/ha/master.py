@@ -358,6 +358,10 @@ class MasterReplicator:
         self._grow(req.offset)
         if self._answered() >= req.offset:
             return HaWaitAckReply(SendStatus.SEND_OK, self._confirmed())
+        live = {link.broker_id for link in self.in_sync(now)}
+        if self._any_one and all_of and not live & all_of:
+            # no slave of the set connected and in sync: as without controller mode, at once
+            return HaWaitAckReply(SendStatus.SLAVE_NOT_AVAILABLE, self._confirmed())
         deadline = now + max(req.timeout_ms, 0) / 1000
         heapq.heappush(self._waiters, (req.offset, next(self._seq), deadline, call))
         return None
