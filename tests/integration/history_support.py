@@ -1,0 +1,1028 @@
+"""A history checker for controller-mode failovers, as Jepsen's: two producers and two consumer
+groups run through a seeded schedule of faults (nemeses) while every send, every delivery and
+the controller's view are recorded; at the end every replica's log is read and four invariants
+are checked: nothing acknowledged is lost, nothing delivered is a phantom, no (queue, offset)
+holds two bodies, and no two masters acknowledge at once.
+
+The first half is the checker (plain data in, findings out: unit-tested without a cluster);
+the second half records a History on a ControlledGroup (failover_support)."""
+
+from __future__ import annotations
+
+import bisect
+import random
+import statistics
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import failover_support
+import zmq
+from failover_support import ControlledGroup, Replica, ha_applied, ha_end, start_group
+from ha_support import broker_ids
+from itest_support import wait_for
+
+from ferry.client import (
+    Admin,
+    ConsumeFromWhere,
+    ConsumeResult,
+    FerryError,
+    Message,
+    MessageExt,
+    Producer,
+    PushConsumer,
+    RequestTimeoutError,
+    SendStatus,
+)
+from ferry.protocol import record
+from ferry.protocol.codes import PullStatus, ResponseCode
+from ferry.protocol.messages import (
+    ControllerGetSyncStateDataRequest,
+    ControllerSyncStateDataReply,
+    ErrorReply,
+    GetRouteInfoRequest,
+    PullMessageReply,
+    PullMessageRequest,
+    RouteInfoReply,
+    SendMessageReply,
+    SendMessageRequest,
+)
+from ferry.protocol.messages.controller import BrokerGroupState
+from ferry.protocol.rpc import BlockingClient
+from ferry.runtime.launcher import service_args, start_service
+
+OK, FAILED, TIMEOUT = "ok", "failed", "timeout"
+GROUPS = ("push", "slave-pull")
+SHOWN = 10  # offending messages quoted per violation kind
+
+
+@dataclass(frozen=True)
+class Send:
+    """One producer.send(): when it began and ended (time.monotonic()), its outcome, and for
+    an answer the queue, offset and the store host of its offset message id (the replica)."""
+
+    producer: str
+    body: bytes
+    started: float
+    finished: float
+    outcome: str  # OK (SEND_OK), FAILED (an error, or another status), TIMEOUT
+    error: str = ""  # the error's type, or the status other than SEND_OK
+    queue_id: int = -1
+    queue_offset: int = -1
+    addr: str = ""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    group: str
+    body: bytes
+    queue_id: int
+    queue_offset: int
+    at: float
+    store_host: str  # the replica that stored it (stamped in the record)
+    read_from: str = ""  # the address it was pulled from (the slave group's)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One record of a replica's final log."""
+
+    replica: int
+    queue_id: int
+    queue_offset: int
+    body: bytes
+    store_host: str
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One nemesis: injected at `at`, healed (restarted, resumed) at `healed`."""
+
+    kind: str
+    target: str  # "replica 2", "etcd", "namesrv"
+    at: float
+    healed: float
+    hold_s: float
+    replica: int = 0  # the replica faulted, if any
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The controller's state of the group and the name server's id-0 address, ~every 100 ms."""
+
+    at: float
+    epoch: int  # -1: the controller did not answer
+    master_id: int
+    in_sync: tuple[int, ...] = ()
+    routed: str = ""
+
+
+@dataclass(frozen=True)
+class Era:
+    """A master as the controller named it, from `start`: the time of the last sample that
+    still showed the one before (the change came after it)."""
+
+    epoch: int
+    master_id: int
+    start: float
+
+
+@dataclass
+class History:
+    seed: int = 0
+    started: float = 0.0
+    ended: float = 0.0
+    sends: list[Send] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    addrs: dict[str, int] = field(default_factory=dict)  # every address a replica had
+    logs: dict[int, list[Entry]] = field(default_factory=dict)  # replica id -> final log
+    master: int = 0  # the controller's master at the end, whose log is the final one
+    notes: list[str] = field(default_factory=list)  # settle deadlines missed, logs unread
+
+    # ---- the checks ----
+
+    def acks(self) -> list[Send]:
+        return [s for s in self.sends if s.outcome == OK]
+
+    def final_bodies(self) -> set[bytes]:
+        return {e.body for e in self.logs.get(self.master, [])}
+
+    def delivered(self, group: str) -> set[bytes]:
+        return {d.body for d in self.deliveries if d.group == group}
+
+    def lost(self, group: str) -> list[Send]:
+        """Acknowledged, never delivered to `group`."""
+        got = self.delivered(group)
+        return [s for s in self.acks() if s.body not in got]
+
+    def not_in_log(self) -> list[Send]:
+        """Acknowledged, not in the final master's log."""
+        final = self.final_bodies()
+        return [s for s in self.acks() if s.body not in final]
+
+    def phantoms(self, group: str) -> list[Delivery]:
+        """Delivered to `group`, in no replica's final log."""
+        kept = {e.body for log in self.logs.values() for e in log}
+        return [d for d in self.deliveries if d.group == group and d.body not in kept]
+
+    def duplicates(self, group: str) -> int:
+        bodies = [d.body for d in self.deliveries if d.group == group]
+        return len(bodies) - len(set(bodies))
+
+    def conflicts(self) -> dict[tuple[int, int], dict[bytes, set[str]]]:
+        """(queue, offset) -> body -> who said so, where more than one body was said."""
+        seen: dict[tuple[int, int], dict[bytes, set[str]]] = defaultdict(lambda: defaultdict(set))
+        for s in self.acks():
+            seen[s.queue_id, s.queue_offset][s.body].add(f"ack by {self.replica_of(s.addr)}")
+        for d in self.deliveries:
+            where = f" from {self.replica_of(d.read_from)}" if d.read_from else ""
+            seen[d.queue_id, d.queue_offset][d.body].add(f"{d.group}{where}")
+        for replica, log in self.logs.items():
+            for e in log:
+                seen[e.queue_id, e.queue_offset][e.body].add(f"log of replica {replica}")
+        return {where: dict(bodies) for where, bodies in seen.items() if len(bodies) > 1}
+
+    def eras(self) -> list[Era]:
+        out: list[Era] = []
+        last_at = float("-inf")
+        for s in self.samples:
+            if s.epoch < 0:
+                continue  # no answer: the change may have come before it
+            if not out or (out[-1].epoch, out[-1].master_id) != (s.epoch, s.master_id):
+                out.append(Era(s.epoch, s.master_id, last_at))
+            last_at = s.at
+        return [e for e in out if e.master_id > 0]
+
+    def double_masters(self) -> list[str]:
+        """Acks of an old master for sends begun after a newer master's first ack arrived
+        (begun after: the old master's answer then surely came after the newer one's), and acks
+        of a replica the controller had not named master."""
+        eras = self.eras()
+        acks = sorted(self.acks(), key=lambda s: s.finished)
+        first: list[Send | None] = []
+        for era in eras:
+            first.append(
+                next(
+                    (
+                        a
+                        for a in acks
+                        if self.addrs.get(a.addr) == era.master_id and a.finished >= era.start
+                    ),
+                    None,
+                )
+            )
+        out: list[str] = []
+        for ack in acks:
+            replica = self.addrs.get(ack.addr, 0)
+            mine = [
+                i for i, e in enumerate(eras) if e.master_id == replica and e.start <= ack.finished
+            ]
+            if not mine:
+                out.append(f"{self.show_send(ack)}: the controller had not named it master")
+                continue
+            for i in range(mine[-1] + 1, len(eras)):
+                newer = first[i]
+                if newer is not None and newer.finished < ack.started:
+                    out.append(
+                        f"{self.show_send(ack)}, sent {self.t(ack.started)}, after replica "
+                        f"{eras[i].master_id} (epoch {eras[i].epoch}) acked {newer.body!r} "
+                        f"at {self.t(newer.finished)}"
+                    )
+                    break
+        return out
+
+    def failover_times(self) -> list[tuple[Fault, float | None]]:
+        """Each fault with the time to the first ack of a send begun after it."""
+        acks = sorted(self.acks(), key=lambda s: s.started)
+        starts = [a.started for a in acks]
+        out: list[tuple[Fault, float | None]] = []
+        for fault in self.faults:
+            later = acks[bisect.bisect_left(starts, fault.at) :]
+            ends = [a.finished for a in later]
+            out.append((fault, min(ends) - fault.at if ends else None))
+        return out
+
+    # ---- reporting ----
+
+    def t(self, at: float) -> str:
+        return f"t={at - self.started:.2f}s"
+
+    def replica_of(self, addr: str) -> str:
+        replica = self.addrs.get(addr)
+        return f"replica {replica}" if replica else addr or "?"
+
+    def fault_before(self, at: float) -> str:
+        before = [f for f in self.faults if f.at <= at]
+        if not before:
+            return "before any fault"
+        f = before[-1]
+        return f"after {f.kind} of {f.target} at {self.t(f.at)}"
+
+    def show_send(self, s: Send) -> str:
+        return (
+            f"{s.body!r} acked by {self.replica_of(s.addr)} as q{s.queue_id}:{s.queue_offset} "
+            f"at {self.t(s.finished)} ({self.fault_before(s.finished)})"
+        )
+
+    def where_logged(self, body: bytes) -> str:
+        places = [
+            f"replica {e.replica} q{e.queue_id}:{e.queue_offset}"
+            for log in self.logs.values()
+            for e in log
+            if e.body == body
+        ]
+        return ", ".join(places) or "in no replica's log"
+
+    def violations(self) -> list[str]:
+        """Every broken invariant, a line each (the first SHOWN of a kind), with the offending
+        messages: their queue, offset, bodies and which replica or fault they belong to."""
+        out: list[str] = []
+
+        def add(kind: str, lines: list[str]) -> None:
+            if lines:
+                out.append(f"{kind}: {len(lines)}")
+                out.extend(f"  {line}" for line in lines[:SHOWN])
+
+        for group in GROUPS:
+            add(f"lost to {group}", [self.show_send(s) for s in self.lost(group)])
+        add(
+            f"acknowledged, not in the final log (master replica {self.master})",
+            [
+                f"{self.show_send(s)}; logged: {self.where_logged(s.body)}"
+                for s in self.not_in_log()
+            ],
+        )
+        for group in GROUPS:
+            add(
+                f"phantom deliveries to {group}",
+                [
+                    f"{d.body!r} as q{d.queue_id}:{d.queue_offset} stored by "
+                    f"{self.replica_of(d.store_host)}"
+                    + (f" read from {self.replica_of(d.read_from)}" if d.read_from else "")
+                    + f" at {self.t(d.at)} ({self.fault_before(d.at)})"
+                    for d in self.phantoms(group)
+                ],
+            )
+        add(
+            "offset conflicts",
+            [
+                f"q{q}:{o}: "
+                + "; ".join(
+                    f"{b!r} [{', '.join(sorted(who))}]" for b, who in sorted(bodies.items())
+                )
+                for (q, o), bodies in sorted(self.conflicts().items())
+            ],
+        )
+        add("double masters", self.double_masters())
+        add("unsettled", list(self.notes))
+        return out
+
+    def figures(self) -> dict[str, Any]:
+        failed = Counter(s.error for s in self.sends if s.outcome == FAILED)
+        timed_out = Counter(s.error for s in self.sends if s.outcome == TIMEOUT)
+        figures: dict[str, Any] = {
+            "seed": self.seed,
+            "duration": f"{self.ended - self.started:.1f} s",
+            "faults": dict(Counter(f.kind for f in self.faults)),
+            "sends": len(self.sends),
+            "of which sent to a paused master": sum(
+                1 for s in self.sends if s.producer[:4] == "slow"
+            ),
+            "acknowledged": len(self.acks()),
+            "failed": dict(failed) or 0,
+            "timed out": sum(timed_out.values()),
+            "final log": f"{len(self.logs.get(self.master, []))} records (replica {self.master})",
+        }
+        for group in GROUPS:
+            figures[f"delivered to {group}"] = len(self.delivered(group))
+        for group in GROUPS:
+            figures[f"lost to {group}"] = len(self.lost(group))
+        figures["acked, not in the final log"] = len(self.not_in_log())
+        for group in GROUPS:
+            figures[f"phantom in {group}"] = len(self.phantoms(group))
+        for group in GROUPS:
+            figures[f"duplicates in {group}"] = self.duplicates(group)
+        figures["offset conflicts"] = len(self.conflicts())
+        figures["double-master violations"] = len(self.double_masters())
+        figures["unsettled steps"] = len(self.notes)
+        return figures
+
+    def report(self) -> str:
+        """The figures as a two-column table, then each fault and its failover time."""
+        rows = [(name, str(value)) for name, value in self.figures().items()]
+        width = max(len(name) for name, _ in rows)
+        lines = [f"{name:<{width}}  {value}" for name, value in rows]
+        lines.append("")
+        lines.append(f"{'#':>3}  {'fault':<16}{'target':<11}{'at':>9}{'hold':>8}  writes back")
+        for i, (fault, took) in enumerate(self.failover_times(), 1):
+            back = f"{took:.2f} s" if took is not None else "never"
+            lines.append(
+                f"{i:>3}  {fault.kind:<16}{fault.target:<11}{fault.at - self.started:>8.1f}s"
+                f"{fault.hold_s:>7.1f}s  {back}"
+            )
+        return "\n".join(lines)
+
+    def assert_ok(self) -> None:
+        problems = self.violations()
+        assert not problems, "\n".join([self.report(), "", *problems])
+
+
+def failover_summary(history: History) -> str:
+    """min / median / max of the failover times, by fault kind."""
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    never: Counter[str] = Counter()
+    for fault, took in history.failover_times():
+        if took is None:
+            never[fault.kind] += 1
+        else:
+            by_kind[fault.kind].append(took)
+    lines = [f"{'fault':<16}{'n':>4}{'min':>8}{'median':>8}{'max':>8}  never"]
+    for kind in KINDS:
+        times = by_kind.get(kind, [])
+        if not times and not never[kind]:
+            continue
+        if times:
+            figures = f"{min(times):>7.2f}s{statistics.median(times):>7.2f}s{max(times):>7.2f}s"
+        else:
+            figures = f"{'-':>8}{'-':>8}{'-':>8}"
+        lines.append(f"{kind:<16}{len(times) + never[kind]:>4}{figures}  {never[kind]}")
+    return "\n".join(lines)
+
+
+# ---- recording a History on a live group ------------------------------------------------------
+
+TOPIC = "History"
+QUEUES = 4
+PACE_S = 0.005  # between a producer's sends: enough traffic without starving the 2 cores
+SETTLE_S = 60.0
+
+
+def lease_s() -> float:
+    """The brokers' write lease (broker_agent): heartbeat timeout minus max(500 ms, 1/5)."""
+    timeout = failover_support.HEARTBEAT_TIMEOUT_MS
+    return (timeout - max(500, timeout / 5)) / 1000
+
+
+def timeout_s() -> float:
+    return failover_support.HEARTBEAT_TIMEOUT_MS / 1000
+
+
+def until(predicate: Callable[[], Any], timeout: float) -> bool:
+    """wait_for without failing: False at the deadline (the history notes it)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)  # wait-ok: polling interval of a deadline-bounded wait
+    return True
+
+
+class Wire:
+    """Requests from one thread to any address, a socket each, with a timeout (None)."""
+
+    def __init__(self) -> None:
+        self._ctx: zmq.Context[Any] = zmq.Context()
+        self._clients: dict[str, BlockingClient] = {}
+
+    def call(
+        self, addr: str, body: Any, timeout_ms: int = 1000, payload: list[bytes] | None = None
+    ) -> tuple[Any, list[Any]] | None:
+        client = self._clients.get(addr)
+        if client is None:
+            client = self._clients[addr] = BlockingClient(f"tcp://{addr}", self._ctx)
+        return client.call(body, timeout_ms, payload)
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._ctx.term()
+
+
+def controller_state(wire: Wire, group: ControlledGroup) -> BrokerGroupState | None:
+    request = ControllerGetSyncStateDataRequest(broker_names=[group.broker_name])
+    answer = wire.call(group.controller_addr, request)
+    if answer is None or not isinstance(answer[0], ControllerSyncStateDataReply):
+        return None  # etcd restarting, or the controller busy: ask again later
+    return next((g for g in answer[0].groups if g.broker_name == group.broker_name), None)
+
+
+def routed_addrs(wire: Wire, group: ControlledGroup) -> dict[int, str]:
+    """broker id -> address, as the name server routes the topic (empty on no answer)."""
+    answer = wire.call(group.namesrv_addr, GetRouteInfoRequest(TOPIC))
+    if answer is None or not isinstance(answer[0], RouteInfoReply):
+        return {}
+    for data in answer[0].route.broker_datas:
+        if data.broker_name == group.broker_name:
+            return dict(data.broker_addrs)
+    return {}
+
+
+def pull(wire: Wire, addr: str, group: str, queue_id: int, offset: int) -> tuple[Any, list[Any]]:
+    """(reply, records) of one pull; (None, []) on no answer or an error reply."""
+    answer = wire.call(addr, PullMessageRequest(group, TOPIC, queue_id, offset, 256), 2000)
+    if answer is None or not isinstance(answer[0], PullMessageReply):
+        return None, []
+    reply, frames = answer
+    found = reply.status == PullStatus.FOUND
+    records = [r for f in frames for r in record.iter_records(bytes(f))] if found else []
+    return reply, records
+
+
+class Recorder:
+    """Two producers, a push consumer group, a group pulling from the routed slaves and a
+    sampler of the controller, each on a thread of its own, appending to one History."""
+
+    def __init__(self, group: ControlledGroup, history: History) -> None:
+        self.group = group
+        self.history = history
+        self._stop_sends = threading.Event()
+        self._stop = threading.Event()
+        namesrv = group.namesrv_addr  # a name server restart keeps its port
+        self._producers = [
+            Producer(f"pg-history-{n}", namesrv, send_timeout_ms=3000) for n in ("p1", "p2")
+        ]
+        self._push = PushConsumer(
+            "cg-history-push",
+            namesrv,
+            consume_from=ConsumeFromWhere.FIRST_OFFSET,
+            consume_thread_nums=4,
+        )
+        self._push.subscribe(TOPIC)
+        self._push.register_listener(self._on_push)
+        self._threads = [
+            threading.Thread(target=self._sample, daemon=True),
+            threading.Thread(target=self._pull_slaves, daemon=True),
+        ]
+        self._senders = [
+            threading.Thread(target=self._produce, args=(p, f"p{i}"), daemon=True)
+            for i, p in enumerate(self._producers, 1)
+        ]
+
+    def start(self) -> None:
+        for producer in self._producers:
+            producer.start()
+        self._push.start()
+        for thread in [*self._threads, *self._senders]:
+            thread.start()
+
+    def stop_sends(self) -> None:
+        self._stop_sends.set()
+        for thread in self._senders:
+            thread.join(30)
+        for producer in self._producers:
+            producer.shutdown()
+
+    def stop(self) -> None:
+        self.stop_sends()
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+        self._push.shutdown()
+
+    def _produce(self, producer: Producer, name: str) -> None:
+        i = 0
+        while not self._stop_sends.is_set():
+            body = f"{name}-{i}".encode()
+            i += 1
+            started = time.monotonic()
+            try:
+                result = producer.send(Message(TOPIC, body))
+            except RequestTimeoutError as err:
+                self._record(
+                    Send(name, body, started, time.monotonic(), TIMEOUT, type(err).__name__)
+                )
+            except FerryError as err:
+                self._record(
+                    Send(name, body, started, time.monotonic(), FAILED, type(err).__name__)
+                )
+            else:
+                ok = result.status == SendStatus.SEND_OK
+                addr = record.decode_offset_msg_id(result.offset_msg_id)[0]
+                self._record(
+                    Send(
+                        name,
+                        body,
+                        started,
+                        time.monotonic(),
+                        OK if ok else FAILED,
+                        "" if ok else result.status.name,
+                        result.queue.queue_id,
+                        result.queue_offset,
+                        addr,
+                    )
+                )
+            time.sleep(PACE_S)  # wait-ok: pacing of the traffic, not a readiness wait
+
+    def _record(self, send: Send) -> None:
+        self.history.sends.append(send)  # list.append is atomic: no lock
+
+    def _on_push(self, msgs: list[MessageExt]) -> ConsumeResult:
+        now = time.monotonic()
+        for m in msgs:
+            self.history.deliveries.append(
+                Delivery("push", m.body, m.queue.queue_id, m.queue_offset, now, m.store_host)
+            )
+        return ConsumeResult.SUCCESS
+
+    def _pull_slaves(self) -> None:
+        """A pull consumer group reading from slaves: the SDK reads from a slave only while the
+        master is gone, so this pulls straight from the ids the route gives besides 0 (the
+        master when there is none), from each queue's next offset. Queue q stays on slave
+        q % slaves (as a RocketMQ consumer stays on its suggested slave): a slave that serves
+        less than it holds shows as lost messages, not hidden by the other one."""
+        wire = Wire()
+        offsets = [0] * QUEUES
+        addrs: list[str] = []
+        routed_at = 0.0
+        try:
+            while not self._stop.is_set():
+                if time.monotonic() - routed_at > 1.0:
+                    route = routed_addrs(wire, self.group)
+                    slaves = [a for i, a in sorted(route.items()) if i != 0]
+                    addrs = slaves or list(route.values()) or addrs
+                    routed_at = time.monotonic()
+                found = 0
+                for qid in range(QUEUES):
+                    if not addrs:
+                        break
+                    addr = addrs[qid % len(addrs)]
+                    reply, records = pull(wire, addr, "cg-history-slave", qid, offsets[qid])
+                    now = time.monotonic()
+                    for r in records:
+                        self.history.deliveries.append(
+                            Delivery(
+                                "slave-pull",
+                                r.body,
+                                r.queue_id,
+                                r.queue_offset,
+                                now,
+                                r.store_host,
+                                addr,
+                            )
+                        )
+                    if records:  # a lagging slave's OFFSET_ILLEGAL keeps the offset
+                        offsets[qid] = reply.next_begin_offset
+                        found += len(records)
+                if not found:
+                    time.sleep(0.05)  # wait-ok: the poll interval of an idle pull loop
+        finally:
+            wire.close()
+
+    def _sample(self) -> None:
+        wire = Wire()
+        try:
+            while not self._stop.is_set():
+                at = time.monotonic()
+                state = controller_state(wire, self.group)
+                routed = routed_addrs(wire, self.group).get(0, "")
+                if state is None:
+                    self.history.samples.append(Sample(at, -1, 0, (), routed))
+                else:
+                    in_sync = tuple(sorted(state.sync_state_set))
+                    self.history.samples.append(
+                        Sample(at, state.epoch, state.master_id, in_sync, routed)
+                    )
+                self._stop.wait(0.1)
+        finally:
+            wire.close()
+
+
+# ---- nemeses -----------------------------------------------------------------------------------
+
+KINDS = (
+    "kill-restart",  # kill -9 of the master's tree, started again at once (within the lease)
+    "kill-failover",  # kill -9 of the master's tree, started again past the heartbeat timeout
+    "pause-short",  # SIGSTOP of the master's tree for less than the lease
+    "pause-long",  # SIGSTOP of the master's tree past the heartbeat timeout (2 to 2.5 times)
+    "pause-slave",  # SIGSTOP of a slave's tree
+    "etcd-restart",
+    "namesrv-restart",  # on the same port: clients and brokers keep its address
+)
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str
+    hold_s: float  # how long the fault is held
+    pick: float  # in [0, 1): which slave, for pause-slave
+    quiet_s: float  # traffic alone after the settle
+
+
+def schedule(seed: int, steps: int) -> list[Step]:
+    """`steps` faults drawn from random.Random(seed), every kind once first (shuffled), all
+    figures drawn up front so that the schedule depends on the seed alone."""
+    rng = random.Random(seed)
+    kinds = rng.sample(KINDS, len(KINDS))
+    kinds += [rng.choice(KINDS) for _ in range(steps - len(kinds))]
+    holds = {
+        "kill-restart": (0.0, 0.0),
+        "kill-failover": (1.5 * timeout_s(), 2.5 * timeout_s()),
+        "pause-short": (0.2 * lease_s(), 0.6 * lease_s()),
+        "pause-long": (2.0 * timeout_s(), 2.5 * timeout_s()),
+        "pause-slave": (0.5 * timeout_s(), 2.0 * timeout_s()),
+        "etcd-restart": (0.0, timeout_s()),
+        "namesrv-restart": (0.0, timeout_s()),
+    }
+    return [
+        Step(kind, rng.uniform(*holds[kind]), rng.random(), rng.uniform(0.5, 1.5))
+        for kind in kinds[:steps]
+    ]
+
+
+class Nemesis:
+    """Injects a Step's fault into the group, holds it, heals it, and settles."""
+
+    def __init__(self, group: ControlledGroup, history: History) -> None:
+        self.group = group
+        self.history = history
+        self.wire = Wire()
+        self.note_addrs()
+
+    def note_addrs(self) -> None:
+        for replica in self.group.replicas.values():
+            self.history.addrs[replica.addr] = replica.replica_id
+
+    def find_master(self) -> Replica | None:
+        """The live replica the controller names master, if any."""
+        state = controller_state(self.wire, self.group)
+        replica = self.group.replicas.get(state.master_id) if state is not None else None
+        return replica if replica is not None and replica.proc.poll() is None else None
+
+    def master(self) -> Replica:
+        found: Replica = wait_for(self.find_master, 30, "the controller's master")
+        return found
+
+    def run(self, step: Step) -> Fault:
+        start: dict[str, Callable[[Step], Fault]] = {
+            "kill-restart": self._kill,
+            "kill-failover": self._kill,
+            "pause-short": self._pause_master,
+            "pause-long": self._pause_master,
+            "pause-slave": self._pause_slave,
+            "etcd-restart": self._restart_etcd,
+            "namesrv-restart": self._restart_namesrv,
+        }
+        fault = start[step.kind](step)
+        self.history.faults.append(fault)
+        return fault
+
+    def hold(self, step: Step, share: float = 1.0) -> None:
+        if step.hold_s:
+            time.sleep(step.hold_s * share)  # wait-ok: the fault is held for the drawn duration
+
+    def _kill(self, step: Step) -> Fault:
+        master = self.master()
+        at = time.monotonic()
+        master.kill_tree()
+        self.hold(step)
+        self.group.start_replica(master.replica_id)
+        self.note_addrs()
+        return replica_fault(step, master, at)
+
+    def _pause_master(self, step: Step) -> Fault:
+        master = self.master()
+        slow = SlowSends(master.addr, f"slow{len(self.history.faults) + 1}")
+        slow.send("a")
+        time.sleep(step.pick * 0.02)  # wait-ok: the SIGSTOP lands a drawn moment after them
+        at = time.monotonic()
+        master.pause_tree()
+        try:
+            self.hold(step, 0.5)
+            slow.send("b")  # half-way through the pause
+            self.hold(step, 0.5)
+        finally:
+            master.resume_tree()
+        self.history.sends.extend(slow.collect())
+        return replica_fault(step, master, at)
+
+    def _pause_slave(self, step: Step) -> Fault:
+        slaves = sorted(self.group.others(self.master()), key=lambda r: r.replica_id)
+        slave = slaves[int(step.pick * len(slaves))]
+        at = time.monotonic()
+        slave.pause_tree()
+        try:
+            self.hold(step)
+        finally:
+            slave.resume_tree()
+        return replica_fault(step, slave, at)
+
+    def _restart_etcd(self, step: Step) -> Fault:
+        at = time.monotonic()
+        self.group.etcd.stop()
+        self.hold(step)
+        self.group.etcd.start()  # the same data dir and ports
+        return Fault(step.kind, "etcd", at, time.monotonic(), step.hold_s)
+
+    def _restart_namesrv(self, step: Step) -> Fault:
+        port = self.group.namesrv_addr.rsplit(":", 1)[1]
+        at = time.monotonic()
+        self.group.namesrv.stop()
+        self.hold(step)
+        self.group.namesrv = start_service("namesrv", service_args(None, {"listenPort": port}))
+        return Fault(step.kind, "namesrv", at, time.monotonic(), step.hold_s)
+
+    def settle(self, fault: Fault) -> bool:
+        """A routed master, a slave in sync, a write acknowledged since the fault, and the
+        faulted replica back (a slave unless it is the master): False, noted, at a deadline."""
+        checks: list[tuple[str, Callable[[], bool]]] = [
+            ("routed master", self.routed_master),
+            ("slave in sync", self.slave_in_sync),
+            ("ack of a send begun after the fault", lambda: self.acked_since(fault.at)),
+        ]
+        if fault.replica:
+            checks.append(("faulted replica back", lambda: self.back(fault.replica)))
+        for what, check in checks:
+            if not until(check, SETTLE_S):
+                self.history.notes.append(
+                    f"after {fault.kind} of {fault.target} at {self.history.t(fault.at)}: "
+                    f"no {what} within {SETTLE_S:.0f} s"
+                )
+                return False
+        return True
+
+    def routed_master(self) -> bool:
+        replica = self.find_master()
+        return replica is not None and routed_addrs(self.wire, self.group).get(0) == replica.addr
+
+    def slave_in_sync(self) -> bool:
+        state = controller_state(self.wire, self.group)
+        if state is None:
+            return False
+        live = {i for i, r in self.group.replicas.items() if r.proc.poll() is None}
+        return len(set(state.sync_state_set) & live) >= 2
+
+    def acked_since(self, at: float) -> bool:
+        for s in reversed(self.history.sends):  # appended as they end
+            if s.finished < at:
+                return False
+            if s.outcome == OK and s.started >= at:
+                return True
+        return False
+
+    def back(self, replica_id: int) -> bool:
+        replica = self.group.replicas[replica_id]
+        if replica.proc.poll() is not None:
+            return False
+        state = controller_state(self.wire, self.group)
+        if state is not None and state.master_id == replica_id:
+            return True
+        return replica.last_role() == "slave"
+
+    def close(self) -> None:
+        self.wire.close()
+
+
+# ---- a whole run -------------------------------------------------------------------------------
+
+
+class SlowSends:
+    """Sends of a producer whose route still names a replica about to be paused and whose
+    timeout outlasts the pause: some just before the SIGSTOP (caught mid-way through their
+    handling), some during it (waiting in the replica's socket buffers: the sockets connect
+    while it runs), all answered, or not, once it resumes. A socket a send, so that each
+    answer is waited for on its own."""
+
+    def __init__(self, addr: str, name: str, count: int = 4) -> None:
+        self._ctx: zmq.Context[Any] = zmq.Context()
+        self._addr = addr
+        self._name = name
+        self._count = count
+        self._clients: list[BlockingClient] = []
+        self._sent: list[tuple[BlockingClient, int, bytes, float]] = []
+        self._spare = [self._connected() for _ in range(2 * count)]
+
+    def _connected(self) -> BlockingClient:
+        client = BlockingClient(f"tcp://{self._addr}", self._ctx)
+        client.connect()
+        self._clients.append(client)
+        return client
+
+    def send(self, tag: str) -> None:
+        for i in range(self._count):
+            client = self._spare.pop()
+            body = f"{self._name}{tag}-{i}".encode()
+            rec = record.encode_record(TOPIC.encode(), body, record.encode_properties({}))
+            rid = client.send(SendMessageRequest(self._name, TOPIC, -1), [rec])
+            self._sent.append((client, rid, body, time.monotonic()))
+
+    def collect(self, timeout_ms: int = 5000) -> list[Send]:
+        """Each send's answer (a Send of producer `name`), waiting up to timeout_ms in all."""
+        out: list[Send] = []
+        deadline = time.monotonic() + timeout_ms / 1000
+        for client, rid, body, started in self._sent:
+            left = max(1.0, (deadline - time.monotonic()) * 1000)
+            answer = client.receive(rid, left)
+            out.append(answered(self._name, body, started, answer))
+        for client in self._clients:
+            client.close()
+        self._ctx.term()
+        return out
+
+
+def answered(name: str, body: bytes, started: float, answer: tuple[Any, Any] | None) -> Send:
+    """A raw send's outcome as a Send."""
+    finished = time.monotonic()
+    reply = None if answer is None else answer[0]
+    if isinstance(reply, SendMessageReply):
+        status = SendStatus(reply.status)
+        outcome, error = (OK, "") if status == SendStatus.SEND_OK else (FAILED, status.name)
+        where = (reply.queue_id, reply.queue_offset, reply.store_host)
+        return Send(name, body, started, finished, outcome, error, *where)
+    if isinstance(reply, ErrorReply):
+        known = reply.code in {c.value for c in ResponseCode}
+        code = ResponseCode(reply.code).name if known else reply.code
+        return Send(name, body, started, finished, FAILED, f"ErrorReply {code}")
+    return Send(name, body, started, finished, TIMEOUT, "no answer")
+
+
+def replica_fault(step: Step, replica: Replica, at: float) -> Fault:
+    target = f"replica {replica.replica_id}"
+    return Fault(step.kind, target, at, time.monotonic(), step.hold_s, replica.replica_id)
+
+
+def read_log(wire: Wire, replica: Replica) -> list[Entry] | None:
+    """Every record of the topic in the replica's log, each queue from offset 0; None when
+    the replica does not answer."""
+    out: list[Entry] = []
+    for qid in range(QUEUES):
+        offset = 0
+        while True:
+            reply, records = pull(wire, replica.addr, "cg-history-final", qid, offset)
+            if reply is None:
+                return None
+            out.extend(
+                Entry(replica.replica_id, r.queue_id, r.queue_offset, r.body, r.store_host)
+                for r in records
+            )
+            moved = reply.next_begin_offset > offset
+            if not moved or reply.status not in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG):
+                break
+            offset = reply.next_begin_offset
+    return out
+
+
+def drain(history: History, timeout: float = 60.0) -> None:
+    """Until both groups got every acknowledged message, or the deadline: longer than the
+    SDK's route poll (30 s) and rebalance (20 s), so that a consumer left on a stale route
+    has come back before what it lacks is called lost."""
+    acked = {s.body for s in history.acks()}
+    until(lambda: all(acked <= history.delivered(g) for g in GROUPS), timeout)
+
+
+def holds(replica: Replica, end: int) -> bool:
+    return ha_applied(replica) == end
+
+
+def served(nemesis: Nemesis, replica: Replica, at_least: int) -> list[Entry] | None:
+    """The replica's log once it serves `at_least` records (or at a deadline, noted)."""
+    log: list[Entry] | None = None
+
+    def enough() -> bool:
+        nonlocal log
+        log = read_log(nemesis.wire, replica)
+        return log is not None and len(log) >= at_least
+
+    if not until(enough, 30):
+        got = "no answer" if log is None else f"{len(log)} records"
+        nemesis.history.notes.append(
+            f"replica {replica.replica_id} served {got} of the master's {at_least}"
+            " 30 s after its ha-replicator held the master's end"
+        )
+    return log
+
+
+def read_final_logs(nemesis: Nemesis) -> None:
+    """The controller's master and every live replica's log, once the slaves hold the
+    master's log end (or at a deadline, noted)."""
+    group, history = nemesis.group, nemesis.history
+    if not until(nemesis.find_master, 30):
+        history.notes.append("no master at the end: no final log")
+        return
+    master = nemesis.master()
+    live = [r for r in group.replicas.values() if r.proc.poll() is None]
+    end = 0
+
+    def master_end() -> int:
+        nonlocal end
+        end = ha_end(master) or 0
+        return end
+
+    if not until(master_end, 30):
+        history.notes.append(f"replica {master.replica_id}, the master, gave no log end")
+    for replica in live:
+        if replica is not master and not until(partial(holds, replica, end), 30):
+            history.notes.append(f"replica {replica.replica_id} did not reach the master's end")
+    history.master = master.replica_id
+    final = served(nemesis, master, 0)
+    for replica in live:
+        log = final if replica is master else served(nemesis, replica, len(final or []))
+        if log is not None:
+            history.logs[replica.replica_id] = log
+
+
+def run_history(
+    root: Path,
+    seed: int,
+    steps: int,
+    duration_s: float = 0.0,
+    say: Callable[[str], None] = print,
+) -> History:
+    """Starts a group of three replicas (default broker settings), records traffic through
+    `steps` faults of the seed's schedule (stopping early after duration_s, if given, or at a
+    settle that missed its deadline), then reads the final logs."""
+    group = start_group(root)
+    history = History(seed=seed)
+    try:
+        nemesis = Nemesis(group, history)
+        try:
+            nemesis.master()
+            wait_for(lambda: 0 in broker_ids(group.namesrv_addr), 30, "the master routed")
+            with Admin(group.namesrv_addr) as admin:
+                admin.create_topic(TOPIC, QUEUES, QUEUES)
+            wait_for(lambda: failover_support.topic_on_replicas(group, TOPIC), 30, "the topic")
+            wait_for(nemesis.routed_master, 30, "the topic routed to the master")
+            wait_for(nemesis.slave_in_sync, 60, "a slave in sync")
+            history.started = time.monotonic()
+            recorder = Recorder(group, history)
+            recorder.start()
+            try:
+                wait_for(lambda: len(history.acks()) > 20, 30, "steady traffic")
+                run_steps(nemesis, schedule(seed, steps), duration_s, say)
+                recorder.stop_sends()
+                drain(history)
+            finally:
+                recorder.stop()
+            read_final_logs(nemesis)
+            history.ended = time.monotonic()
+        finally:
+            nemesis.close()
+    finally:
+        group.close()
+    return history
+
+
+def run_steps(
+    nemesis: Nemesis, steps: Iterable[Step], duration_s: float, say: Callable[[str], None]
+) -> None:
+    history = nemesis.history
+    for i, step in enumerate(steps, 1):
+        if duration_s and time.monotonic() - history.started > duration_s:
+            say(f"duration of {duration_s:.0f} s reached after {i - 1} steps")
+            return
+        fault = nemesis.run(step)
+        settled = nemesis.settle(fault)
+        say(
+            f"step {i}: {fault.kind} of {fault.target} at {history.t(fault.at)}, "
+            f"held {fault.hold_s:.1f} s, settled {time.monotonic() - fault.healed:.1f} s later"
+            + ("" if settled else f" -- UNSETTLED: {history.notes[-1]}")
+        )
+        if not settled:
+            return
+        time.sleep(step.quiet_s)  # wait-ok: traffic alone between faults, a drawn duration
