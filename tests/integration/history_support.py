@@ -657,10 +657,8 @@ class Step:
 
 def schedule(seed: int, steps: int) -> list[Step]:
     """`steps` faults drawn from random.Random(seed), every kind once first (shuffled), all
-    figures drawn up front so that the schedule depends on the seed alone."""
-    rng = random.Random(seed)
-    kinds = rng.sample(KINDS, len(KINDS))
-    kinds += [rng.choice(KINDS) for _ in range(steps - len(kinds))]
+    figures drawn up front and step by step: the schedule depends on the seed alone, and a
+    longer one begins with a shorter one's steps."""
     holds = {
         "kill-restart": (0.0, 0.0),
         "kill-failover": (1.5 * timeout_s(), 2.5 * timeout_s()),
@@ -670,10 +668,13 @@ def schedule(seed: int, steps: int) -> list[Step]:
         "etcd-restart": (0.0, timeout_s()),
         "namesrv-restart": (0.0, timeout_s()),
     }
-    return [
-        Step(kind, rng.uniform(*holds[kind]), rng.random(), rng.uniform(0.5, 1.5))
-        for kind in kinds[:steps]
-    ]
+    rng = random.Random(seed)
+    first = rng.sample(KINDS, len(KINDS))
+    out: list[Step] = []
+    for i in range(steps):
+        kind = first[i] if i < len(first) else rng.choice(KINDS)
+        out.append(Step(kind, rng.uniform(*holds[kind]), rng.random(), rng.uniform(0.5, 1.5)))
+    return out
 
 
 class Nemesis:
