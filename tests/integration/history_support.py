@@ -1,6 +1,7 @@
 """A history checker for controller-mode failovers, as Jepsen's: two producers and two consumer
 groups run through a seeded schedule of faults (nemeses) while every send, every delivery and
-the controller's view are recorded; at the end every replica's log is read and four invariants
+the controller's view are recorded (and, at each pause of a master, the sends of a producer
+whose route still names it); at the end every replica's log is read and four invariants
 are checked: nothing acknowledged is lost, nothing delivered is a phantom, no (queue, offset)
 holds two bodies, and no two masters acknowledge at once.
 
@@ -46,6 +47,7 @@ from ferry.protocol.messages import (
     ControllerSyncStateDataReply,
     ErrorReply,
     GetRouteInfoRequest,
+    PingRequest,
     PullMessageReply,
     PullMessageRequest,
     RouteInfoReply,
@@ -352,6 +354,10 @@ class History:
         figures["offset conflicts"] = len(self.conflicts())
         figures["double-master violations"] = len(self.double_masters())
         figures["unsettled steps"] = len(self.notes)
+        figures["masters (controller)"] = ", ".join(
+            f"{e.master_id} from {self.t(e.start) if e.start > self.started else 'the start'}"
+            for e in self.eras()
+        )
         return figures
 
     def report(self) -> str:
@@ -513,6 +519,8 @@ class Recorder:
             thread.start()
 
     def stop_sends(self) -> None:
+        if self._stop_sends.is_set():
+            return
         self._stop_sends.set()
         for thread in self._senders:
             thread.join(30)
@@ -730,13 +738,15 @@ class Nemesis:
     def _pause_master(self, step: Step) -> Fault:
         master = self.master()
         slow = SlowSends(master.addr, f"slow{len(self.history.faults) + 1}")
-        slow.send("a")
-        time.sleep(step.pick * 0.02)  # wait-ok: the SIGSTOP lands a drawn moment after them
+        gap = 0.0005 + step.pick * 0.002  # about a store append or its replication
+        for tag in "abcd":  # bursts of two, some mid-way through their handling at the SIGSTOP
+            slow.send(tag, 2)
+            time.sleep(gap)  # wait-ok: the SIGSTOP lands a drawn moment after the sends
         at = time.monotonic()
         master.pause_tree()
         try:
             self.hold(step, 0.5)
-            slow.send("b")  # half-way through the pause
+            slow.send("e", 4)  # half-way through the pause
             self.hold(step, 0.5)
         finally:
             master.resume_tree()
@@ -825,28 +835,27 @@ class Nemesis:
 
 class SlowSends:
     """Sends of a producer whose route still names a replica about to be paused and whose
-    timeout outlasts the pause: some just before the SIGSTOP (caught mid-way through their
-    handling), some during it (waiting in the replica's socket buffers: the sockets connect
-    while it runs), all answered, or not, once it resumes. A socket a send, so that each
+    timeout outlasts the pause: bursts just before the SIGSTOP (caught mid-way through their
+    handling) and during it (waiting in the replica's socket buffers: the sockets connected
+    while it ran), all answered, or not, once it resumes. A socket a send, so that each
     answer is waited for on its own."""
 
-    def __init__(self, addr: str, name: str, count: int = 4) -> None:
+    def __init__(self, addr: str, name: str, count: int = 12) -> None:
         self._ctx: zmq.Context[Any] = zmq.Context()
         self._addr = addr
         self._name = name
-        self._count = count
         self._clients: list[BlockingClient] = []
         self._sent: list[tuple[BlockingClient, int, bytes, float]] = []
-        self._spare = [self._connected() for _ in range(2 * count)]
+        self._spare = [self._connected() for _ in range(count)]
 
     def _connected(self) -> BlockingClient:
         client = BlockingClient(f"tcp://{self._addr}", self._ctx)
-        client.connect()
         self._clients.append(client)
+        client.call(PingRequest(), 2000)  # a round trip: the connection is up before the stop
         return client
 
-    def send(self, tag: str) -> None:
-        for i in range(self._count):
+    def send(self, tag: str, count: int) -> None:
+        for i in range(count):
             client = self._spare.pop()
             body = f"{self._name}{tag}-{i}".encode()
             rec = record.encode_record(TOPIC.encode(), body, record.encode_properties({}))

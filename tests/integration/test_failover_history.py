@@ -1,8 +1,9 @@
 """Failover as a history checker sees it (issue 38): a seeded schedule of faults (every kind of
 history_support.KINDS once) under two producers and two consumer groups, default broker
-settings; then every acknowledged message must reach both groups and the final log, no group
-may get a message no replica kept, no (queue, offset) may hold two bodies, and no two masters
-may acknowledge at once. The checker itself is tested first, on small hand-made histories.
+settings, and bursts of sends caught by each pause of a master (SlowSends); then every
+acknowledged message must reach both groups and the final log, no group may get a message
+no replica kept, no (queue, offset) may hold two bodies, and no two masters may acknowledge
+at once. The checker itself is tested first, on small hand-made histories.
 
 FERRY_HISTORY_SEED=N picks another schedule; bench/failover_history.py runs long ones."""
 
