@@ -13,20 +13,8 @@ import os
 from pathlib import Path
 
 import pytest
-from history_support import (
-    FAILED,
-    KINDS,
-    OK,
-    TIMEOUT,
-    Delivery,
-    Entry,
-    Fault,
-    History,
-    Sample,
-    Send,
-    run_history,
-    schedule,
-)
+from history_check import FAILED, OK, TIMEOUT, Delivery, Entry, Fault, History, Sample, Send
+from history_support import KINDS, run_history, schedule
 
 SEED = int(os.environ.get("FERRY_HISTORY_SEED", "38"))
 
