@@ -29,6 +29,7 @@ from ferry.client import (
     SendResult,
     SendStatus,
 )
+from ferry.protocol import record
 from ferry.protocol.messages import (
     ControllerGetSyncStateDataRequest,
     ControllerSyncStateDataReply,
@@ -40,9 +41,11 @@ from ferry.protocol.messages import (
     HaStatusRequest,
     PullMessageRequest,
     RouteInfoReply,
+    SendMessageRequest,
     TopicConfigListReply,
 )
 from ferry.protocol.messages.controller import BrokerGroupState
+from ferry.protocol.rpc import BlockingClient
 from ferry.runtime.etcd import EtcdProcess, start_etcd
 from ferry.runtime.launcher import ServiceProcess, service_args, start_controller, start_service
 
@@ -557,3 +560,19 @@ def topic_views(group: ControlledGroup, topic: str) -> str:
             f"{queues or stats}; pulls from 0: {pulls}"
         )
     return "\n".join(lines)
+
+
+def send_ok(producer: Producer, body: bytes, topic: str = "Failover") -> bool:
+    """One send through the SDK; True only for SEND_OK (a failed send is False, to retry)."""
+    try:
+        return producer.send(Message(topic, body)).status == SendStatus.SEND_OK
+    except FerryError:
+        return False
+
+
+def raw_send(addr: str, body: bytes, topic: str = "Failover") -> object:
+    """One send straight to a broker's remoting, as a producer with an old route would."""
+    rec = record.encode_record(topic.encode(), body, record.encode_properties({}))
+    with BlockingClient(f"tcp://{addr}") as client:
+        answer = client.call(SendMessageRequest("pg-raw", topic, -1), 3000, [rec])
+    return None if answer is None else answer[0]

@@ -26,6 +26,8 @@ from failover_support import (
     ha_end,
     kill_masters,
     loss_report,
+    raw_send,
+    send_ok,
     start_group,
     topic_on_replicas,
     topic_views,
@@ -43,13 +45,10 @@ from ferry.client import (
     PullConsumer,
     SendStatus,
 )
-from ferry.protocol import record
 from ferry.protocol.messages import (
     ErrorReply,
     SendMessageReply,
-    SendMessageRequest,
 )
-from ferry.protocol.rpc import BlockingClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -71,13 +70,6 @@ def no_loss_group(tmp_path: Path) -> Iterator[ControlledGroup]:
         yield g
     finally:
         g.close()
-
-
-def send_ok(producer: Producer, body: bytes) -> bool:
-    try:
-        return producer.send(Message("Failover", body)).status == SendStatus.SEND_OK
-    except FerryError:
-        return False
 
 
 # Four rounds kill each of the three replicas once and one that rejoined a second time (~14 s
@@ -250,14 +242,6 @@ def test_a_master_elected_with_stale_topic_configs_still_serves_every_queue_its_
         assert preferred.said("not in this master's table")
     finally:
         group.close()
-
-
-def raw_send(addr: str, body: bytes) -> object:
-    """One send straight to a broker's remoting, as a producer with an old route would."""
-    rec = record.encode_record(b"Failover", body, record.encode_properties({}))
-    with BlockingClient(f"tcp://{addr}") as client:
-        answer = client.call(SendMessageRequest("pg-raw", "Failover", -1), 3000, [rec])
-    return None if answer is None else answer[0]
 
 
 def test_a_paused_master_acknowledges_nothing_once_replaced_and_rejoins_as_a_slave(

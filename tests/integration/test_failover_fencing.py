@@ -13,16 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
-from failover_support import ha_applied, ha_end, master_in_route, start_group
+from failover_support import ha_applied, ha_end, master_in_route, raw_send, send_ok, start_group
 from itest_support import wait_for
 
-from ferry.client import Admin, FerryError, Message, Producer, SendStatus
+from ferry.client import Admin, Producer
 from ferry.protocol import record
 from ferry.protocol.messages import (
     PullMessageReply,
     PullMessageRequest,
     SendMessageReply,
-    SendMessageRequest,
     StorePutReply,
     StorePutRequest,
 )
@@ -75,21 +74,18 @@ def test_a_slave_with_bytes_its_master_never_wrote_rebuilds_itself(tmp_path: Pat
         with Admin(group.namesrv_addr) as admin:
             admin.create_topic("Rebuild", 1, 1)
         with Producer("pg-rebuild", group.namesrv_addr, send_timeout_ms=3000) as producer:
-
-            def send(body: bytes) -> bool:
-                try:
-                    return producer.send(Message("Rebuild", body)).status == SendStatus.SEND_OK
-                except FerryError:
-                    return False
-
-            wait_for(lambda: send(b"shared"), 30, "a first acknowledged send")
+            wait_for(
+                lambda: send_ok(producer, b"shared", "Rebuild"), 30, "a first acknowledged send"
+            )
             end = wait_for(lambda: ha_end(master), 10, "the master's log end")
             wait_for(lambda: ha_applied(slave) == end, 30, "the slave in step")
             slave_id = slave.replica_id
             slave.close()
             write_behind_its_back(slave.root, "Rebuild", b"diverged")
             for i in range(3):  # the master goes on: the two logs now differ at one offset
-                wait_for(lambda i=i: send(f"after-{i}".encode()), 30, "a send")
+                wait_for(
+                    lambda i=i: send_ok(producer, f"after-{i}".encode(), "Rebuild"), 30, "a send"
+                )
             slave = group.start_replica(slave_id)
             wait_for(lambda: slave.said("rebuilding: the master refused"), 60, "a rebuild")
             end = wait_for(lambda: ha_end(master), 10, "the master's log end")
@@ -111,14 +107,6 @@ def test_a_slave_with_bytes_its_master_never_wrote_rebuilds_itself(tmp_path: Pat
         group.close()
 
 
-def raw_send(addr: str, body: bytes) -> object:
-    """One send straight to a broker's remoting, as a producer with an old route would."""
-    rec = record.encode_record(b"Failover", body, record.encode_properties({}))
-    with BlockingClient(f"tcp://{addr}") as client:
-        answer = client.call(SendMessageRequest("pg-raw", "Failover", -1), 3000, [rec])
-    return None if answer is None else answer[0]
-
-
 def test_a_resumed_master_stores_nothing_and_never_takes_id_0_back(tmp_path: Path) -> None:
     """The master's store is stopped with a send in its socket (past remoting's lease check),
     then the whole tree is paused past its lease and another replica elected. On SIGCONT the
@@ -131,14 +119,7 @@ def test_a_resumed_master_stores_nothing_and_never_takes_id_0_back(tmp_path: Pat
         with Admin(group.namesrv_addr) as admin:
             admin.create_topic("Failover", 2, 2)
         with Producer("pg-resumed", group.namesrv_addr, send_timeout_ms=3000) as producer:
-
-            def send(body: bytes) -> bool:
-                try:
-                    return producer.send(Message("Failover", body)).status == SendStatus.SEND_OK
-                except FerryError:
-                    return False
-
-            wait_for(lambda: send(b"before"), 30, "a first acknowledged send")
+            wait_for(lambda: send_ok(producer, b"before"), 30, "a first acknowledged send")
             store = old.service_pid("ferry.store")
             os.kill(store, signal.SIGSTOP)
             stuck: list[object] = []
@@ -154,7 +135,7 @@ def test_a_resumed_master_stores_nothing_and_never_takes_id_0_back(tmp_path: Pat
                     30,
                     "another replica elected",
                 )
-                wait_for(lambda: send(b"during"), 30, "a send to the new master")
+                wait_for(lambda: send_ok(producer, b"during"), 30, "a send to the new master")
                 wait_for(
                     lambda: master_in_route(group.namesrv_addr, "Failover", "broker-a") == new.addr,
                     30,
@@ -169,7 +150,7 @@ def test_a_resumed_master_stores_nothing_and_never_takes_id_0_back(tmp_path: Pat
                 routed.append(master_in_route(group.namesrv_addr, "Failover", "broker-a"))
                 time.sleep(0.05)  # wait-ok: sampling the route over a fixed window
             wait_for(lambda: old.last_role() == "slave", 30, "the old master demoted")
-            assert send(b"after")
+            assert send_ok(producer, b"after")
         assert set(routed) == {new.addr}, routed  # never the old master, never no master
         assert not any(isinstance(a, SendMessageReply) for a in stuck), stuck
         new_end = wait_for(lambda: ha_end(new), 10, "the new master's log end")
