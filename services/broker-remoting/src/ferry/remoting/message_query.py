@@ -15,7 +15,6 @@ from ferry.protocol import record
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.errors import (
     BrokerSystemError,
-    InvalidParameterError,
     ServiceNotAvailableError,
 )
 from ferry.protocol.messages import (
@@ -28,24 +27,12 @@ from ferry.protocol.messages import (
     ViewMessageReply,
     ViewMessageRequest,
 )
-from ferry.protocol.names import check_topic
+from ferry.protocol.messages.index import check_query
 from ferry.runtime.service import Call, Peer
 
-MAX_QUERY_NUM = 1000
-MAX_KEY_LENGTH = 1024
 INDEX_TIMEOUT_S = 5.0
 VIEW_TIMEOUT_S = 5.0
 VIEW_WINDOW = 32  # records of one query read from the store at a time
-
-
-def check_query(req: QueryMessageRequest) -> None:
-    check_topic(req.topic)
-    if not req.key or len(req.key) > MAX_KEY_LENGTH:
-        raise InvalidParameterError(f"a key is 1 to {MAX_KEY_LENGTH} characters")
-    if not 1 <= req.max_num <= MAX_QUERY_NUM:
-        raise InvalidParameterError(f"max_num must be within 1..{MAX_QUERY_NUM}")
-    if req.begin_ms > req.end_ms:
-        raise InvalidParameterError(f"begin_ms {req.begin_ms} is after end_ms {req.end_ms}")
 
 
 def carries_key(raw: bytes, req: QueryMessageRequest) -> bool:

@@ -4,7 +4,6 @@ follower, the query handlers and the periodic check of the store's log bounds.""
 from __future__ import annotations
 
 import logging
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ from ferry.index.follower import LogFollower, connect_store
 from ferry.index.index_store import IndexStore
 from ferry.index.keys import key_hash
 from ferry.index.rebuild import Rebuild, discard_abandoned
-from ferry.protocol.errors import InvalidParameterError
 from ferry.protocol.frames import recv_ready
 from ferry.protocol.framing import DECODE_FAILURES
 from ferry.protocol.messages import (
@@ -33,7 +31,7 @@ from ferry.protocol.messages import (
     StoreStatusReply,
     StoreStatusRequest,
 )
-from ferry.protocol.names import check_topic
+from ferry.protocol.messages.index import check_query
 from ferry.runtime import telemetry
 from ferry.runtime.dir_lock import DirLock, LastStop
 from ferry.runtime.log_reader import LogReader
@@ -52,18 +50,6 @@ FEED_RCVBUF = 1024 * 1024  # kernel receive buffer of the feed connection
 FEED_DRAIN_S = 0.02  # how often the feed is read
 STATUS_INTERVAL_S = 1.0  # how often the store's log bounds are checked (gaps, retention)
 STATUS_TIMEOUT_S = 5.0
-MAX_QUERY_NUM = 1000
-MAX_KEY_LENGTH = 1024
-
-
-def check_query(req: IndexQueryRequest) -> None:
-    check_topic(req.topic)
-    if not req.key or len(req.key) > MAX_KEY_LENGTH:
-        raise InvalidParameterError(f"a key is 1 to {MAX_KEY_LENGTH} characters")
-    if not 1 <= req.max_num <= MAX_QUERY_NUM:
-        raise InvalidParameterError(f"max_num must be within 1..{MAX_QUERY_NUM}")
-    if req.begin_ms > req.end_ms:
-        raise InvalidParameterError(f"begin_ms {req.begin_ms} is after end_ms {req.end_ms}")
 
 
 class IndexApp:
@@ -124,10 +110,6 @@ class IndexApp:
 
     def run(self) -> None:
         endpoint = self.service.bind_router(self.config.listen_endpoint())
-        # a stop asked for right after READY must still be a clean stop (the loop installs
-        # its own handlers only once it runs)
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda _signum, _frame: self.service.stop())
         announce_ready(SERVICE_NAME, endpoint=endpoint)
         log.info(
             "index serving on %s, following %s; per-record loops in %s",

@@ -10,7 +10,6 @@ schedulerFlushIntervalMs when it moved, and on a clean stop.
 from __future__ import annotations
 
 import logging
-import signal
 import time
 from typing import Any
 
@@ -104,8 +103,6 @@ class SchedulerApp:
 
     def run(self) -> None:
         endpoint = self.service.bind_router(self.config.listen_endpoint())
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda _signum, _frame: self.service.stop())
         announce_ready(SERVICE_NAME, endpoint=endpoint)
         log.info(
             "scheduler serving on %s; store %s; resuming from %s",

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import Protocol, TypeAlias
 
 import msgspec
 
 from ferry.protocol.codes import RequestCode
+from ferry.protocol.errors import InvalidParameterError
 from ferry.protocol.messages.common import Reply, Request
+from ferry.protocol.names import check_topic
 
 # ---- message queries and the index service --------------------------------------------------
 
 
 # end_ms of a query that wants everything up to now
 MAX_QUERY_MS = (1 << 63) - 1
+# what one query may ask: remoting checks a client's, the index checks remoting's again
+MAX_QUERY_NUM = 1000
+MAX_KEY_LENGTH = 1024
 
 
 class QueryMessageRequest(Request, frozen=True, tag="query_message"):
@@ -53,6 +58,32 @@ class IndexQueryRequest(Request, frozen=True, tag="index_query"):
     begin_ms: int = 0
     end_ms: int = MAX_QUERY_MS
     max_num: int = 32
+
+
+class KeyQuery(Protocol):
+    """What QueryMessageRequest and IndexQueryRequest share."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def begin_ms(self) -> int: ...
+    @property
+    def end_ms(self) -> int: ...
+    @property
+    def max_num(self) -> int: ...
+
+
+def check_query(req: KeyQuery) -> None:
+    """InvalidParameterError unless the query is within bounds."""
+    check_topic(req.topic)
+    if not req.key or len(req.key) > MAX_KEY_LENGTH:
+        raise InvalidParameterError(f"a key is 1 to {MAX_KEY_LENGTH} characters")
+    if not 1 <= req.max_num <= MAX_QUERY_NUM:
+        raise InvalidParameterError(f"max_num must be within 1..{MAX_QUERY_NUM}")
+    if req.begin_ms > req.end_ms:
+        raise InvalidParameterError(f"begin_ms {req.begin_ms} is after end_ms {req.end_ms}")
 
 
 class IndexQueryReply(Reply, frozen=True, tag="index_query_reply"):

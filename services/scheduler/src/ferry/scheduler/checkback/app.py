@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 
 from ferry.protocol.messages import (
     TransactionChecksRequest,
@@ -74,8 +73,6 @@ class CheckbackApp:
 
     def run(self) -> None:
         endpoint = self.service.bind_router(self.config.listen_endpoint())
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda _signum, _frame: self.service.stop())
         announce_ready(SERVICE_NAME, endpoint=endpoint)
         log.info("check-back serving on %s; store %s", endpoint, self.config.store_endpoint)
         if self.slave:
