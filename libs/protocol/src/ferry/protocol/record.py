@@ -2,13 +2,9 @@
 
 Producers encode records in this layout, the store appends them as they are (filling in queue
 offset, physical offset, store time and host, then the CRC), pulls return them untouched and
-consumers decode them here. Big-endian, RocketMQ's v1 field order (see docs/protocol.md):
-
-    0 TOTALSIZE i32      4 MAGIC u32        8 CRC u32          12 QUEUEID i32
-   16 FLAG i32          20 QUEUEOFFSET i64 28 PHYSICALOFFSET i64 36 SYSFLAG i32
-   40 BORNTIMESTAMP i64 48 BORNHOST 8B     56 STORETIMESTAMP i64 64 STOREHOST 8B
-   72 RECONSUMETIMES i32 76 PREPAREDTXOFFSET i64 84 BODYLEN i32 88 BODY
-      TOPICLEN u8, TOPIC, PROPLEN u16, PROPERTIES (key\\x01value\\x02...)
+consumers decode them here. Big-endian, RocketMQ's v1 field order (see docs/protocol.md);
+where each field lies is ferry.protocol.record_layout's, and walk() is the one loop over
+consecutive records that the decoders here and the SDK's build on.
 
 Departure from RocketMQ: the CRC covers every byte after the CRC field, not the body alone, so
 that recovery also catches torn headers, topics and properties.
@@ -23,34 +19,46 @@ import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
-MAGIC = 0xDAA320A7
-BLANK_MAGIC = 0xCBD43194
-FIXED_SIZE = 91  # bytes of a record besides body, topic and properties
-BLANK_MIN = 8  # a segment tail needs room for [size][BLANK_MAGIC]
-CRC_START = 12
+from ferry.protocol import record_layout
+from ferry.protocol.record_layout import (
+    HOST_SIZE,
+    MAX_PROPS_BYTES,
+    MAX_TOPIC_BYTES,
+    OFF_CRC,
+    OFF_QUEUE_OFFSET,
+    OFF_STORE_TIMESTAMP,
+    PROPS_LEN,
+    TOPIC_LEN_SIZE,
+    fields_at,
+)
 
-HEAD = struct.Struct(">iIIiiqqiq8sq8siqi")  # up to and including BODYLEN
-assert HEAD.size == 88
-PREFIX = struct.Struct(">iI")  # total size, magic
+# the layout's constants that users of the codec reach as record.X
+BLANK_MAGIC = record_layout.BLANK_MAGIC
+BLANK_MIN = record_layout.BLANK_MIN
+CRC_START = record_layout.CRC_START
+FIXED_SIZE = record_layout.FIXED_SIZE
+HEAD = record_layout.HEAD
+MAGIC = record_layout.MAGIC
+OFF_BODY = record_layout.OFF_BODY
+OFF_BODYLEN = record_layout.OFF_BODYLEN
+OFF_QUEUE_ID = record_layout.OFF_QUEUE_ID
+OFF_SYSFLAG = record_layout.OFF_SYSFLAG
+PREFIX = record_layout.PREFIX
+PROP_END = record_layout.PROP_END
+PROP_SEP = record_layout.PROP_SEP
+SYSFLAG_COMPRESSED = record_layout.SYSFLAG_COMPRESSED
+SYSFLAG_TX_COMMIT = record_layout.SYSFLAG_TX_COMMIT
+SYSFLAG_TX_PREPARED = record_layout.SYSFLAG_TX_PREPARED
+
 # Fields the store fills in: QUEUEID, QUEUEOFFSET/PHYSICALOFFSET, STORETIMESTAMP/STOREHOST.
-QUEUE_ID = struct.Struct(">i")
-OFFSETS = struct.Struct(">qq")
-STORE_STAMP = struct.Struct(">q8s")
-CRC = struct.Struct(">I")
-OFF_QUEUE_ID = 12
-OFF_OFFSETS = 20
-OFF_SYSFLAG = 36
-OFF_STORE_STAMP = 56
-OFF_BODYLEN = 84
-OFF_BODY = 88
-
-PROP_SEP = "\x01"
-PROP_END = "\x02"
-
-# sysflag bits (RocketMQ's MessageSysFlag)
-SYSFLAG_COMPRESSED = 0x1
-SYSFLAG_TX_PREPARED = 0x4
-SYSFLAG_TX_COMMIT = 0x8
+QUEUE_ID = fields_at("QUEUEID")
+OFFSETS = fields_at("QUEUEOFFSET", "PHYSICALOFFSET")
+STORE_STAMP = fields_at("STORETIMESTAMP", "STOREHOST")
+CRC = fields_at("CRC")
+BODY_LEN = fields_at("BODYLEN")
+OFF_OFFSETS = OFF_QUEUE_OFFSET
+OFF_STORE_STAMP = OFF_STORE_TIMESTAMP
+_TAIL_MIN = FIXED_SIZE - OFF_BODY  # TOPICLEN and PROPLEN after the body
 
 # reserved property keys
 PROPERTY_TAGS = "TAGS"
@@ -65,6 +73,8 @@ PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
 PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
 PROPERTY_TRAN_MSG = "TRAN_MSG"
 PROPERTY_PGROUP = "PGROUP"
+# set by the scheduler on what it delivers: the CommitLog offset of the record it came from
+PROPERTY_SCHEDULED_FROM = "SCHEDULED_FROM"
 # properties the SDK and the brokers set themselves: a copy of a message (a resend, a row
 # forwarded by Spark) drops them, or it would be taken for a delayed, retried or transactional one
 SYSTEM_PROPERTIES = frozenset(
@@ -83,7 +93,8 @@ SYSTEM_PROPERTIES = frozenset(
         PROPERTY_PGROUP,
     }
 )
-_TAGS_PREFIX = b"TAGS\x01"
+TAGS_KEY = f"{PROPERTY_TAGS}{PROP_SEP}".encode()  # how a TAGS item starts in the properties
+PROP_END_BYTES = PROP_END.encode()
 
 
 class RecordError(ValueError):
@@ -140,7 +151,7 @@ def pack_host(host: str) -> bytes:
     try:
         return socket.inet_aton(ip or "0.0.0.0") + int(port or 0).to_bytes(4, "big")
     except (OSError, ValueError):
-        return bytes(8)
+        return bytes(HOST_SIZE)
 
 
 # Decoded hosts and topics: a consumer sees the same few over and over, and formatting them
@@ -183,15 +194,15 @@ def encode_record(
     flag: int = 0,
     sysflag: int = 0,
     born_timestamp: int = 0,
-    born_host: bytes = bytes(8),
+    born_host: bytes = bytes(HOST_SIZE),
     reconsume_times: int = 0,
     prepared_tx_offset: int = 0,
     queue_id: int = 0,
 ) -> bytes:
     """One record as a producer sends it; the store fills in offsets, store stamp and CRC."""
-    if len(topic_raw) > 255:
+    if len(topic_raw) > MAX_TOPIC_BYTES:
         raise RecordError("topic longer than 255 bytes")
-    if len(props_raw) > 0xFFFF:
+    if len(props_raw) > MAX_PROPS_BYTES:
         raise RecordError("properties longer than 65535 bytes")
     total = FIXED_SIZE + len(body) + len(topic_raw) + len(props_raw)
     head = HEAD.pack(
@@ -206,7 +217,7 @@ def encode_record(
         born_timestamp,
         born_host,
         0,
-        bytes(8),
+        bytes(HOST_SIZE),
         reconsume_times,
         prepared_tx_offset,
         len(body),
@@ -217,7 +228,7 @@ def encode_record(
             body,
             bytes((len(topic_raw),)),
             topic_raw,
-            len(props_raw).to_bytes(2, "big"),
+            PROPS_LEN.pack(len(props_raw)),
             props_raw,
         )
     )
@@ -232,7 +243,7 @@ def topic_tail(topic: str) -> bytes:
     tail = _TOPIC_TAILS.get(topic)
     if tail is None:
         raw = topic.encode()
-        if len(raw) > 255:
+        if len(raw) > MAX_TOPIC_BYTES:
             raise RecordError("topic longer than 255 bytes")
         tail = bytes((len(raw),)) + raw
         if len(_TOPIC_TAILS) >= _CACHE_MAX:
@@ -241,7 +252,7 @@ def topic_tail(topic: str) -> bytes:
     return tail
 
 
-_EMPTY_HOST = bytes(8)
+_EMPTY_HOST = bytes(HOST_SIZE)
 
 
 def encode_plain(
@@ -250,7 +261,7 @@ def encode_plain(
     """encode_record for a producer's usual message (flag, reconsume times, transaction offset
     and queue 0), with the topic as topic_tail() gives it: the SDK's per-message hot path."""
     n_props = len(props_raw)
-    if n_props > 0xFFFF:
+    if n_props > MAX_PROPS_BYTES:
         raise RecordError("properties longer than 65535 bytes")
     n_body = len(body)
     head = HEAD.pack(
@@ -270,7 +281,7 @@ def encode_plain(
         0,
         n_body,
     )
-    return b"".join((head, body, tail, n_props.to_bytes(2, "big"), props_raw))
+    return b"".join((head, body, tail, PROPS_LEN.pack(n_props), props_raw))
 
 
 def record_crc(buf: Any, pos: int, size: int) -> int:
@@ -286,40 +297,40 @@ def check_layout(buf: Any, pos: int, end: int) -> int:
         raise RecordError(f"bad magic {magic:#x} at {pos}")
     if size < FIXED_SIZE or pos + size > end:
         raise RecordError(f"bad record size {size} at {pos}")
-    (body_len,) = QUEUE_ID.unpack_from(buf, pos + OFF_BODYLEN)
-    if body_len < 0 or OFF_BODY + body_len + 3 > size:
+    (body_len,) = BODY_LEN.unpack_from(buf, pos + OFF_BODYLEN)
+    if body_len < 0 or OFF_BODY + body_len + _TAIL_MIN > size:
         raise RecordError(f"bad body length {body_len} at {pos}")
     topic_len = buf[pos + OFF_BODY + body_len]
     props_at = pos + OFF_BODY + body_len + 1 + topic_len
-    if props_at + 2 > pos + size:
+    if props_at + PROPS_LEN.size > pos + size:
         raise RecordError(f"bad topic length at {pos}")
-    props_len = int.from_bytes(buf[props_at : props_at + 2], "big")
-    if props_at + 2 + props_len != pos + size:
+    (props_len,) = PROPS_LEN.unpack_from(buf, props_at)
+    if props_at + PROPS_LEN.size + props_len != pos + size:
         raise RecordError(f"record sizes disagree at {pos}")
     return int(size)
 
 
 def topic_bytes(buf: Any, pos: int) -> bytes:
-    (body_len,) = QUEUE_ID.unpack_from(buf, pos + OFF_BODYLEN)
-    at = pos + OFF_BODY + body_len
-    return bytes(buf[at + 1 : at + 1 + buf[at]])
+    (body_len,) = BODY_LEN.unpack_from(buf, pos + OFF_BODYLEN)
+    at = pos + OFF_BODY + body_len + TOPIC_LEN_SIZE
+    return bytes(buf[at : at + buf[at - 1]])
 
 
 def properties_bytes(buf: Any, pos: int, size: int) -> bytes:
-    (body_len,) = QUEUE_ID.unpack_from(buf, pos + OFF_BODYLEN)
+    (body_len,) = BODY_LEN.unpack_from(buf, pos + OFF_BODYLEN)
     at = pos + OFF_BODY + body_len
-    return bytes(buf[at + 3 + buf[at] : pos + size])
+    return bytes(buf[at + _TAIL_MIN + buf[at] : pos + size])
 
 
 def tags_code_of(props_raw: bytes) -> int:
     """The ConsumeQueue tag code of a record: the Java hash of its TAGS property, 0 if none."""
-    i = props_raw.find(_TAGS_PREFIX)
-    while i > 0 and props_raw[i - 1] != 2:  # must start a key, not sit inside a value
-        i = props_raw.find(_TAGS_PREFIX, i + 1)
+    i = props_raw.find(TAGS_KEY)
+    while i > 0 and props_raw[i - 1] != PROP_END_BYTES[0]:  # starts a key, not inside a value
+        i = props_raw.find(TAGS_KEY, i + 1)
     if i < 0:
         return 0
-    start = i + len(_TAGS_PREFIX)
-    end = props_raw.find(b"\x02", start)
+    start = i + len(TAGS_KEY)
+    end = props_raw.find(PROP_END_BYTES, start)
     return tags_code(props_raw[start : end if end >= 0 else len(props_raw)])
 
 
@@ -337,20 +348,39 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def iter_records(buf: Any, start: int = 0, end: int | None = None) -> Iterator[Record]:
-    """Decodes consecutive records; stops at a blank (segment tail) record."""
-    stop = len(buf) if end is None else end
-    pos = start
-    mv = memoryview(buf)
+def walk(buf: Any, pos: int = 0, stop: int | None = None) -> Iterator[tuple[int, Any, int]]:
+    """The records of buf[pos:stop] in turn, blank records (segment tails) stepped over: per
+    record (pos, head, at), head the HEAD fields in one unpack (TOTALSIZE first, BODYLEN
+    last), at the position of its TOPICLEN byte. Raises RecordError at a record whose magic
+    or size is wrong; what lies past the head is the caller's to check."""
+    stop = len(buf) if stop is None else stop
+    unpack = HEAD.unpack_from
     while pos < stop:
-        size, magic = PREFIX.unpack_from(buf, pos)
-        if magic == BLANK_MAGIC:
-            pos += size
-            continue
-        if magic != MAGIC or size < FIXED_SIZE or pos + size > stop:
+        if stop - pos < OFF_BODY:  # only a blank segment tail is this short
+            size, magic = PREFIX.unpack_from(buf, pos)
+            if magic == BLANK_MAGIC and size > 0:
+                pos += size
+                continue
             raise RecordError(f"bad record at {pos}")
+        head = unpack(buf, pos)
+        size = head[0]
+        if head[1] != MAGIC:
+            if head[1] == BLANK_MAGIC and size > 0:
+                pos += size
+                continue
+            raise RecordError(f"bad record at {pos}")
+        if size < FIXED_SIZE or pos + size > stop:
+            raise RecordError(f"bad record at {pos}")
+        yield pos, head, pos + OFF_BODY + head[-1]
+        pos += size
+
+
+def iter_records(buf: Any, start: int = 0, end: int | None = None) -> Iterator[Record]:
+    """Decodes consecutive records; steps over blank (segment tail) records."""
+    mv = memoryview(buf)
+    for pos, head, at in walk(buf, start, end):
         (
-            _,
+            size,
             _,
             _,
             queue_id,
@@ -364,12 +394,9 @@ def iter_records(buf: Any, start: int = 0, end: int | None = None) -> Iterator[R
             store_host,
             reconsume,
             prepared,
-            body_len,
-        ) = HEAD.unpack_from(buf, pos)
-        at = pos + OFF_BODY + body_len
+            _,
+        ) = head
         topic_len = buf[at]
-        topic = _topic_of(bytes(mv[at + 1 : at + 1 + topic_len]))
-        props_at = at + 3 + topic_len
         yield Record(
             size,
             queue_id,
@@ -384,10 +411,9 @@ def iter_records(buf: Any, start: int = 0, end: int | None = None) -> Iterator[R
             reconsume,
             prepared,
             bytes(mv[pos + OFF_BODY : at]),
-            topic,
-            decode_properties(mv[props_at : pos + size]),
+            _topic_of(bytes(mv[at + TOPIC_LEN_SIZE : at + TOPIC_LEN_SIZE + topic_len])),
+            decode_properties(mv[at + _TAIL_MIN + topic_len : pos + size]),
         )
-        pos += size
 
 
 def retopic(
@@ -427,7 +453,7 @@ def retopic(
 
 
 def verify_crc(buf: Any, pos: int, size: int) -> bool:
-    (stored,) = CRC.unpack_from(buf, pos + 8)
+    (stored,) = CRC.unpack_from(buf, pos + OFF_CRC)
     return bool(stored == record_crc(buf, pos, size))
 
 

@@ -16,7 +16,6 @@ PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 FIRST_RETRY_DELAY_LEVEL = 3  # the n-th retry waits level 3 + n - 1 (10 s, 30 s, 1 min, ...)
 MAX_LEVEL = 18  # levels of the default messageDelayLevel
-PROPERTY_SCHEDULED_FROM = "SCHEDULED_FROM"  # set by the scheduler on what it delivers
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,7 @@ def plan_send_back(
     """The copy of a stored message that goes to the group's retry topic or DLQ; with `hold`,
     a retry copy is addressed to SCHEDULE_TOPIC_XXXX and waits there for its delay level."""
     props = dict(rec.properties)
-    props.pop(PROPERTY_SCHEDULED_FROM, None)  # the copy is a new message for the scheduler
+    props.pop(record.PROPERTY_SCHEDULED_FROM, None)  # the copy is a new message for the scheduler
     reconsumed = rec.reconsume_times
     if record.PROPERTY_RETRY_TOPIC not in props:
         # a first failure: the stored topic is the original one (retry copies carry it)

@@ -22,9 +22,6 @@ from ferry.protocol.messages import SendMessageRequest
 from ferry.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from ferry.runtime.config import BrokerConfig
 
-# a scheduled copy must not look delivered already (recovery counts these)
-PROPERTY_SCHEDULED_FROM = "SCHEDULED_FROM"
-
 
 class Redirect(NamedTuple):
     topic: str
@@ -40,8 +37,9 @@ def schedule_record(
         record.PROPERTY_REAL_QID: str(real_qid),
         **props,
     }
+    # a scheduled copy must not look delivered already (the scheduler's recovery counts those)
     raw = record.retopic(
-        rec, topic, set_props=extra, drop_props=(PROPERTY_SCHEDULED_FROM,), queue_id=qid
+        rec, topic, set_props=extra, drop_props=(record.PROPERTY_SCHEDULED_FROM,), queue_id=qid
     )
     return Redirect(topic, qid, raw)
 

@@ -31,7 +31,6 @@ from ferry.runtime.service import Peer, Service
 
 log = logging.getLogger("ferry.scheduler.delivery")
 
-PROPERTY_SCHEDULED_FROM = "SCHEDULED_FROM"
 TRACER = "ferry.scheduler"
 PUT_TIMEOUT_S = 10.0
 # kept on the delivered copy as RocketMQ keeps them; DELAY goes (the copy is not delayed)
@@ -92,7 +91,7 @@ class Deliverer:
         raw = record.retopic(
             rec,
             topic,
-            set_props={PROPERTY_SCHEDULED_FROM: str(origin)},
+            set_props={record.PROPERTY_SCHEDULED_FROM: str(origin)},
             drop_props=DROPPED_ON_DELIVERY,
             queue_id=queue_id,
         )

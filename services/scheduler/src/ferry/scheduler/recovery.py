@@ -8,14 +8,12 @@ snapshot was taken, and are skipped when the levels and the timers come to them 
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Callable
 from typing import Any
 
-from ferry.protocol import record
+from ferry.protocol import record, record_layout
 from ferry.protocol.messages import AnyReply, StoreReadLogReply, StoreReadLogRequest
 from ferry.runtime.service import Peer, Service
-from ferry.scheduler.delivery import PROPERTY_SCHEDULED_FROM
 
 log = logging.getLogger("ferry.scheduler.recovery")
 
@@ -24,10 +22,10 @@ READ_CHUNK_BYTES = 4 * 1024 * 1024
 # (schedulerFlushIntervalMs later); records stored this long after the save cannot be one, so
 # a scheduler down for hours does not read everything the broker stored meanwhile
 SCAN_GRACE_MS = 60_000
-STORE_TIME = struct.Struct(">q")
+STORE_TIME = record_layout.fields_at("STORETIMESTAMP")
 READ_TIMEOUT_S = 10.0
 RETRY_S = 0.5
-MARKER = PROPERTY_SCHEDULED_FROM.encode() + b"\x01"
+MARKER = f"{record.PROPERTY_SCHEDULED_FROM}{record.PROP_SEP}".encode()
 
 
 def delivered_origins(chunk: Any, holding_topics: frozenset[str]) -> set[int]:
@@ -37,7 +35,7 @@ def delivered_origins(chunk: Any, holding_topics: frozenset[str]) -> set[int]:
         return set()
     out: set[int] = set()
     for rec in record.iter_records(chunk):
-        origin = rec.properties.get(PROPERTY_SCHEDULED_FROM)
+        origin = rec.properties.get(record.PROPERTY_SCHEDULED_FROM)
         if origin is not None and origin.isdigit() and rec.topic not in holding_topics:
             out.add(int(origin))
     return out
@@ -81,7 +79,7 @@ class StartupScan:
             return
         chunk = frames[0] if frames else b""
         if self._until_ms and len(chunk) >= record.FIXED_SIZE:
-            (stored_ms,) = STORE_TIME.unpack_from(chunk, record.OFF_STORE_STAMP)
+            (stored_ms,) = STORE_TIME.unpack_from(chunk, record_layout.OFF_STORE_TIMESTAMP)
             if stored_ms > self._until_ms:
                 log.info("start-up scan: records from %d are stored past the window", offset)
                 self._on_done(self.found, body.max_offset)
