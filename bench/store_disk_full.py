@@ -20,7 +20,7 @@ from common import Figure, report
 from ferry.protocol.errors import DiskFullError
 from ferry.protocol.record import encode_properties, encode_record
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.small_disk import small_disk
+from ferry.runtime.testing.small_disk import small_disk
 from ferry.store.store import MessageStore
 
 DISK = 16 * 1024 * 1024

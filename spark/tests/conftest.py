@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from itest_support import Cluster, start_cluster, wait_for
+from itest_support import Cluster, wait_for
 
 import ferry.spark
+from ferry.runtime.testing.cluster import running_cluster
 
 
 def spark_session(app: str) -> Any:
@@ -47,11 +48,8 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("cluster"))
-    try:
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as c:
         yield c
-    finally:
-        c.local.stop()
 
 
 # Spark gives a new Python worker a fixed 10 s to connect back (PythonWorkerFactory); a

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itest_support import Cluster, RawClient, start_cluster, wait_for
+from itest_support import Cluster, RawClient, wait_for
 
 from ferry.client import Admin, Message, Producer
 from ferry.protocol.messages import (
@@ -19,6 +19,7 @@ from ferry.protocol.messages import (
     OffsetReply,
     OkReply,
 )
+from ferry.runtime.testing.cluster import running_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -34,11 +35,8 @@ TINY = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("aging"), overrides=TINY)
-    try:
+    with running_cluster(tmp_path_factory.mktemp("aging"), overrides=TINY) as c:
         yield c
-    finally:
-        c.local.stop()
 
 
 def produce(cluster: Cluster, first: int, count: int) -> None:

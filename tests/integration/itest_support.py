@@ -1,5 +1,7 @@
-"""Helpers for cross-service tests: clusters of real processes started by the same launcher as
-`ferry dev up`, deadline-bounded waits, and an OTLP/HTTP sink standing in for a tracing backend."""
+"""Helpers for cross-service tests: `ferry dev up` and child processes watched from here, and an
+OTLP/HTTP sink standing in for a tracing backend. Clusters of real processes, deadline-bounded
+waits and the bare wire client come from ferry.runtime.testing (shared with the SDK's and the
+services' tests and bench/)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,82 +18,27 @@ from typing import Any
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from ferry.runtime.launcher import LocalCluster, start_broker_services, start_local_cluster
+# Clusters, waits and the wire client are shared with the other suites and bench/: these names
+# stay importable from here for the modules of this folder.
+from ferry.runtime.testing.cluster import SMALL_STORE, Cluster, start_cluster
+from ferry.runtime.testing.pytest_support import RawClient, module_cluster, wait_for
 
-# Small segments so that rolling happens in tests.
-SMALL_STORE = {
-    "mappedFileSizeCommitLog": str(4 * 1024 * 1024),
-    "mappedFileSizeConsumeQueue": str(20 * 50_000),
-}
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    """Polls predicate until it returns something truthy; fails the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)  # wait-ok: polling interval of a deadline-bounded wait
-
-
-@dataclass
-class Cluster:
-    dir: Path
-    local: LocalCluster
-    env: dict[str, str] | None = None
-    overrides: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def namesrv(self) -> str:
-        return self.local.namesrv_addr
-
-    @property
-    def broker_addr(self) -> str:
-        return self.local.broker_addr
-
-    def restart_broker(self) -> None:
-        """Stops the broker group (store, index, scheduler, check-back, HA, remoting) cleanly
-        and starts it
-        again on the same port and dir."""
-        port = self.broker_addr.rsplit(":", 1)[1]
-        # the HA port too: derived from the broker port (+1) it may be taken by now
-        ha_port = self.local.ha_addr.rsplit(":", 1)[1]
-        names = ("broker-remoting", "ha-replicator", "checkback", "scheduler", "index")
-        for name in (*names, "broker-store"):
-            sp = self.local.get(name)
-            sp.stop()
-            self.local.processes.remove(sp)
-        start_broker_services(
-            self.local,
-            str(self.dir / "broker-a"),
-            namesrv_addr=self.namesrv,
-            broker_port=int(port),
-            overrides={**self.overrides, "haListenPort": ha_port},
-            env=self.env,
-        )
-
-
-def start_cluster(
-    tmp_path: Path, env: dict[str, str] | None = None, overrides: dict[str, str] | None = None
-) -> Cluster:
-    merged = {**SMALL_STORE, **(overrides or {})}
-    local = start_local_cluster(str(tmp_path), overrides=merged, env=env)
-    return Cluster(tmp_path, local, env, merged)
-
-
-@pytest.fixture(scope="module", name="cluster")
-def module_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One cluster for a whole test module, whose tests each use topics and groups of their
-    own: a module imports this as its `cluster` fixture (a start and stop is ~3 s a test)."""
-    c = start_cluster(tmp_path_factory.mktemp("module"))
-    try:
-        yield c
-    finally:
-        c.local.stop()
-
+__all__ = [
+    "FERRY",
+    "SMALL_STORE",
+    "Cluster",
+    "DevUp",
+    "LineReader",
+    "OtlpSink",
+    "RawClient",
+    "ReceivedSpan",
+    "alive",
+    "children_of",
+    "live_parents",
+    "module_cluster",
+    "start_cluster",
+    "wait_for",
+]
 
 # ---- an OTLP/HTTP receiver standing in for a tracing backend ------------------------------
 
@@ -196,59 +142,6 @@ def _any_value(value: Any) -> Any:
     if which == "array_value":
         return [_any_value(v) for v in value.array_value.values]
     return getattr(value, which) if which else None
-
-
-class RawClient:
-    """A bare DEALER speaking the wire protocol, for sending what no SDK would send."""
-
-    def __init__(self, endpoint: str) -> None:
-        import zmq
-
-        from ferry.protocol.framing import RequestCodec
-
-        if "://" not in endpoint:
-            endpoint = f"tcp://{endpoint}"
-        self._zmq = zmq
-        self.ctx = zmq.Context()
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.linger = 0
-        self.sock.connect(endpoint)
-        self.codec = RequestCodec()
-        self._next = 0
-
-    def send_raw(self, frames: list[bytes], timeout_ms: int = 10_000) -> tuple[Any, list[Any]]:
-        self.sock.send_multipart(frames)
-        if not self.sock.poll(timeout_ms):
-            pytest.fail(f"no reply within {timeout_ms / 1000:g} s")
-        reply = self.sock.recv_multipart()
-        env, payload = self.codec.decode_reply(reply[1:])
-        return env, payload
-
-    def call(self, body: Any, payload: list[bytes] | None = None) -> tuple[Any, list[Any]]:
-        from ferry.protocol.framing import RequestEnvelope
-
-        self._next += 1
-        env, reply_payload = self.send_raw(
-            self.codec.request_frames(RequestEnvelope(self._next, body), payload)
-        )
-        assert env.id == self._next
-        return env.body, reply_payload
-
-    def try_call(self, body: Any, timeout_ms: int) -> Any | None:
-        """The reply's body, or None when none came within timeout_ms (a service that is
-        restarting never answers what its old process took)."""
-        from ferry.protocol.framing import RequestEnvelope
-
-        self._next += 1
-        self.sock.send_multipart(self.codec.request_frames(RequestEnvelope(self._next, body)))
-        if not self.sock.poll(timeout_ms):
-            return None
-        env, _ = self.codec.decode_reply(self.sock.recv_multipart()[1:])
-        return env.body if env.id == self._next else None
-
-    def close(self) -> None:
-        self.sock.close()
-        self.ctx.term()
 
 
 class LineReader:

@@ -16,6 +16,7 @@ from itest_support import FERRY, Cluster, start_cluster, wait_for
 
 from ferry.client import Admin
 from ferry.protocol.errors import AclNotFoundError, ServiceNotAvailableError, UserNotFoundError
+from ferry.runtime.testing.cluster import running_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -25,13 +26,10 @@ SECRETS = ("root-secret-1", "alice-secret-1", "alice-secret-2")
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(
+    with running_cluster(
         tmp_path_factory.mktemp("acl"), overrides={"initAuthenticationUser": INIT_USER}
-    )
-    try:
+    ) as c:
         yield c
-    finally:
-        c.local.stop()
 
 
 def ferry_admin(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:

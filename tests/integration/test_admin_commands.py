@@ -9,13 +9,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
-from itest_support import Cluster, start_cluster, wait_for
+from itest_support import (
+    Cluster,
+    module_cluster,  # noqa: F401 - the cluster fixture
+    wait_for,
+)
 from typer.testing import CliRunner, Result
 
 from ferry.cli.completion import complete_group, complete_topic
@@ -41,15 +44,6 @@ RUNNER = CliRunner()
 BIN = Path(sys.executable).parent
 # over maxMessageSize 1024 with the broker's allowance for record headers, and incompressible
 BIG_BODY = os.urandom(100_000)
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("admin"))
-    try:
-        yield c
-    finally:
-        c.local.stop()
 
 
 def admin(cluster: Cluster, *args: str) -> Result:

@@ -4,14 +4,16 @@ updateNamesrvConfig, updateKvConfig, deleteKvConfig, updateOrderConf."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from admin_pipe_support import admin_piped as piped
 from admin_pipe_support import admin_run as run
 from admin_pipe_support import lines_with
-from itest_support import Cluster, start_cluster
+from itest_support import (
+    Cluster,
+    module_cluster,  # noqa: F401 - the cluster fixture
+)
 
 from ferry.runtime.launcher import ServiceProcess, service_args, start_service
 
@@ -21,15 +23,6 @@ pytestmark = pytest.mark.integration
 TOPIC = "OrderedTopic_" + "of_the_north_warehouse_" * 3
 NAMESPACE = "FERRY_TEST_" + "namespace_" * 4
 KEY = "key-" + "x" * 60
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("namesrv-admin"))
-    try:
-        yield c
-    finally:
-        c.local.stop()
 
 
 def line_with(out: str, *values: str) -> str:

@@ -4,29 +4,22 @@ cluster; each command's effect is checked on the cluster."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from admin_pipe_support import admin_piped as piped
 from admin_pipe_support import admin_run as run
 from admin_pipe_support import lines_with
-from itest_support import Cluster, start_cluster
+from itest_support import (
+    Cluster,
+    module_cluster,  # noqa: F401 - the cluster fixture
+)
 
 from ferry.client import Admin, Message, MessageQueue, Producer
 
 pytestmark = pytest.mark.integration
 
 LONG = "_of_the_north_warehouse" * 3  # a table that folds cells breaks such names
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("topics-more"))
-    try:
-        yield c
-    finally:
-        c.local.stop()
 
 
 def topic_configs(cluster: Cluster) -> dict[str, tuple[int, int, int]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from itest_support import Cluster, start_cluster
+from itest_support import Cluster
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -32,6 +32,7 @@ from ferry.client import (
 )
 from ferry.client import Producer as SyncProducer
 from ferry.client.aio import Admin, Producer, PushConsumer, SimpleConsumer, TransactionProducer
+from ferry.runtime.testing.cluster import running_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -59,12 +60,9 @@ TOPICS = (
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(Path(tmp_path_factory.mktemp("aio")), overrides=SETTINGS)
-    try:
+    with running_cluster(Path(tmp_path_factory.mktemp("aio")), overrides=SETTINGS) as c:
         asyncio.run(_create_topics(c.namesrv))
         yield c
-    finally:
-        c.local.stop()
 
 
 async def _create_topics(namesrv: str) -> None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import NamedTuple
 
-import pytest
-from itest_support import Cluster, start_cluster
+from itest_support import (
+    Cluster,
+    module_cluster,  # noqa: F401 - the cluster fixture
+)
 from typer.testing import CliRunner
 
 from ferry.cli.main import app as ferry_app
@@ -15,16 +16,6 @@ from ferry.cli.output import show_time
 from ferry.client import ConsumeFromWhere, Message, Producer, PullConsumer
 
 RUNNER = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One cluster for the module: the tests use topics and groups of their own."""
-    c = start_cluster(tmp_path_factory.mktemp("climsgs"))
-    try:
-        yield c
-    finally:
-        c.local.stop()
 
 
 class Done(NamedTuple):

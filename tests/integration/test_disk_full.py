@@ -34,7 +34,7 @@ from ferry.client import (
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.errors import DiskFullError
 from ferry.runtime.launcher import LocalCluster, start_broker_services, start_local_cluster
-from ferry.runtime.small_disk import small_disk
+from ferry.runtime.testing.pytest_support import disk_fixture
 
 pytestmark = pytest.mark.integration
 
@@ -73,12 +73,7 @@ def clusters() -> Iterator[StartCluster]:
         cluster.stop()
 
 
-@pytest.fixture
-def disk(tmp_path: Path) -> Iterator[Path]:
-    with small_disk(tmp_path / "disk", DISK) as refused:
-        if refused:
-            pytest.skip(f"cannot mount a tmpfs here (needs root): {refused}")
-        yield tmp_path / "disk"
+disk = disk_fixture(DISK)  # a tmpfs of DISK bytes at tmp_path/disk, or the test skipped
 
 
 class Filler:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from itest_support import Cluster, start_cluster
+from itest_support import Cluster
 
 from ferry.client import (
     Admin,
@@ -23,18 +23,16 @@ from ferry.client import (
     PullConsumer,
     select_by_hash,
 )
+from ferry.runtime.testing.cluster import running_cluster
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("selector"))
-    try:
+    with running_cluster(tmp_path_factory.mktemp("selector")) as c:
         with Admin(c.namesrv) as admin:
             for topic in ("Selected", "Oneway", "Checked"):
                 admin.create_topic(topic, 4, 4)
         yield c
-    finally:
-        c.local.stop()
 
 
 def read_all(cluster: Cluster, group: str, topic: str, want: int) -> list[MessageExt]:

@@ -4,12 +4,16 @@ consumer's reply(), the cluster's reply topic, correlation of concurrent request
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from itest_support import Cluster, start_cluster, wait_for
+from itest_support import (
+    Cluster,
+    module_cluster,  # noqa: F401 - the cluster fixture
+    start_cluster,
+    wait_for,
+)
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 from security_support import ROOT, SECURITY
@@ -34,15 +38,6 @@ from ferry.protocol.rpc import BlockingClient
 
 FIRST = ConsumeFromWhere.FIRST_OFFSET
 REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(Path(tmp_path_factory.mktemp("request-reply")))
-    try:
-        yield c
-    finally:
-        c.local.stop()
 
 
 def echo_replier(cluster: Cluster, group: str, topic: str) -> PushConsumer:

@@ -4,11 +4,8 @@ JVM) records one `receive` span per record batch, linked to every message's crea
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from itest_support import Cluster, start_cluster
+from itest_support import Cluster
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -18,15 +15,6 @@ from ferry.spark.options import read_options
 from ferry.spark.rows import read_range
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path)
-    try:
-        yield c
-    finally:
-        c.local.stop()
 
 
 def test_a_spark_read_links_each_row_to_its_message_trace(

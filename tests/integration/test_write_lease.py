@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from itest_support import Cluster, RawClient, start_cluster, wait_for
+from itest_support import Cluster, RawClient, wait_for
 
 from ferry.client import Admin, FerryError, Message, Producer, SendStatus
 from ferry.protocol import record
@@ -21,6 +21,7 @@ from ferry.protocol.messages import (
     SendMessageRequest,
 )
 from ferry.protocol.rpc import BlockingClient
+from ferry.runtime.testing.cluster import running_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -33,11 +34,8 @@ CONTROLLED = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("lease"), overrides=CONTROLLED)
-    try:
+    with running_cluster(tmp_path_factory.mktemp("lease"), overrides=CONTROLLED) as c:
         yield c
-    finally:
-        c.local.stop()
 
 
 def grant(cluster: Cluster, seconds: float, epoch: int) -> object:

@@ -8,7 +8,7 @@ process, not fail an assertion. So these tests pass only when the store refuses 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import pytest
 from ferry.protocol import record
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.errors import DiskFullError
-from ferry.runtime.small_disk import small_disk
+from ferry.runtime.testing.pytest_support import disk_fixture
 from ferry.store.store import MessageStore
 
 MakeBatch = Callable[..., bytes]
@@ -26,13 +26,7 @@ DISK = 4 * 1024 * 1024
 BODY = b"d" * 900
 
 
-@pytest.fixture
-def disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs at tmp_path/disk (skipped, saying why, where mounting is not allowed)."""
-    with small_disk(tmp_path / "disk", DISK) as refused:
-        if refused:
-            pytest.skip(f"cannot mount a tmpfs here (needs root): {refused}")
-        yield tmp_path / "disk"
+disk = disk_fixture(DISK)  # a tmpfs of DISK bytes at tmp_path/disk, or the test skipped
 
 
 def fill(disk: Path, leave: int) -> Path:
