@@ -3,7 +3,7 @@ the feed starts the cache over instead of serving bytes it does not have."""
 
 from __future__ import annotations
 
-from ferry.ha.master import FeedCache
+from ferry.ha.feed_cache import FeedCache
 
 
 def test_contiguous_chunks_are_served_together_from_a_chunk_start() -> None:

@@ -57,8 +57,9 @@ class HaApp:
             self.service.on(HaWaitAckRequest, self._not_a_master)
         else:
             self.master = MasterReplicator(config, self.service, self.store, self._follow_feed)
-            self.service.on(HaHelloRequest, self.master.hello)
-            self.service.on(HaTransferRequest, self.master.transfer)
+            sessions = self.master.sessions
+            self.service.on(HaHelloRequest, sessions.hello)
+            self.service.on(HaTransferRequest, sessions.transfer)
             self.service.on(HaWaitAckRequest, self.master.wait_ack)
             feed = self.service.ctx.socket(zmq.SUB)
             feed.linger = 0
@@ -68,7 +69,7 @@ class HaApp:
             self._feed = feed
             # woken by the feed itself: a SYNC_MASTER send waits on this hop
             self.service.add_reader(feed, self._drain_feed)
-            self.service.every(STATUS_INTERVAL_S, self.master.refresh, first_s=0)
+            self.service.every(STATUS_INTERVAL_S, sessions.refresh, first_s=0)
             self.service.every(SWEEP_S, self.master.sweep)
             self.service.on_stop(self.master.close)
 
@@ -106,6 +107,7 @@ class HaApp:
 
     def _drain_feed(self, sock: zmq.Socket[Any]) -> None:
         assert self.master is not None
+        sessions = self.master.sessions
         for _ in range(DRAIN_BATCH):
             frames = recv_ready(sock)
             if frames is None:
@@ -117,8 +119,8 @@ class HaApp:
             except DECODE_FAILURES as exc:
                 self.service.bad_input.warning("undecodable dispatch notice ignored: %s", exc)
                 continue
-            self.master.on_feed(notice.from_offset, notice.next_offset, frames[2])
-        self.master.feed_drained()
+            sessions.on_feed(notice.from_offset, notice.next_offset, frames[2])
+        sessions.feed_drained()
 
     def _status(self, _req: HaStatusRequest, _call: Call) -> HaStatusReply:
         if self.master is not None:
