@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from itest_support import Cluster, OtlpSink, RawClient, start_cluster, wait_for
+from itest_support import Cluster, OtlpSink, RawClient, wait_for
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ferry.client import (
@@ -49,8 +49,9 @@ from ferry.protocol.names import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
-from ferry.remoting.end_transaction import committed_record, op_record
+from ferry.remoting.transaction_records import committed_record, op_record
 from ferry.runtime.launcher import start_service
+from ferry.runtime.testing.cluster import running_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -71,11 +72,8 @@ CHECKS = {
 def cluster(tmp_path_factory: pytest.TempPathFactory, sink: OtlpSink) -> Iterator[Cluster]:
     """One cluster for the module, its services sending spans to `sink`: each test has its own
     topic and groups, and looks only at its own half messages in the shared system topics."""
-    c = start_cluster(tmp_path_factory.mktemp("tx"), env=sink.env(), overrides=CHECKS)
-    try:
+    with running_cluster(tmp_path_factory.mktemp("tx"), env=sink.env(), overrides=CHECKS) as c:
         yield c
-    finally:
-        c.local.stop()
 
 
 class Listener:

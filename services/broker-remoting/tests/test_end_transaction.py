@@ -9,12 +9,8 @@ from ferry.protocol.codes import TransactionResolution
 from ferry.protocol.errors import InvalidParameterError, MessageIllegalError
 from ferry.protocol.messages import SendMessageRequest
 from ferry.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from ferry.remoting.end_transaction import (
-    DecidedHalves,
-    committed_record,
-    half_record,
-    op_record,
-)
+from ferry.remoting.end_transaction import DecidedHalves
+from ferry.remoting.transaction_records import committed_record, half_record, op_record
 
 
 def _send(topic: str = "Orders", count: int = 1) -> SendMessageRequest:

@@ -18,99 +18,31 @@ import zmq
 from ferry.protocol.codes import Perm
 from ferry.protocol.errors import ConfigError
 from ferry.protocol.messages import (
-    AckMessageRequest,
     AnyReply,
-    BatchAckMessageRequest,
-    ChangeInvisibleTimeRequest,
-    CleanExpiredConsumeQueueRequest,
-    ConsumerSendMsgBackRequest,
-    DeleteExpiredCommitLogRequest,
-    DeleteSubscriptionGroupRequest,
-    DeleteTopicRequest,
-    EndTransactionRequest,
-    GetAllSubscriptionGroupRequest,
-    GetAllTopicConfigRequest,
-    GetBrokerConfigRequest,
-    GetBrokerEpochRequest,
-    GetBrokerHaStatusRequest,
-    GetBrokerRuntimeInfoRequest,
-    GetBrokerStatsRequest,
-    GetConsumerConnectionListRequest,
-    GetConsumerListByGroupRequest,
-    GetMaxOffsetRequest,
-    GetMinOffsetRequest,
-    GetProducerConnectionListRequest,
-    GetTopicStatsRequest,
-    GrantWriteLeaseRequest,
-    HeartbeatRequest,
-    LockBatchRequest,
     PingRequest,
-    PollRepliesRequest,
     PongReply,
-    PopMessageRequest,
-    PullMessageRequest,
-    QueryConsumeQueueRequest,
-    QueryConsumerOffsetRequest,
-    QueryMessageRequest,
-    QueryTopicConsumeByWhoRequest,
     RegisterBrokerRequest,
-    ResetOffsetRequest,
-    SchedulerStatusRequest,
-    SearchOffsetByTimestampRequest,
-    SendMessageRequest,
-    SendReplyRequest,
-    SlaveSyncRequest,
     StoreStatusReply,
     StoreStatusRequest,
     TopicConfig,
-    UnlockBatchRequest,
     UnregisterBrokerRequest,
-    UnregisterClientRequest,
-    UpdateBrokerConfigRequest,
-    UpdateConsumerOffsetRequest,
-    UpdateSubscriptionGroupRequest,
-    UpdateTopicRequest,
-    ViewMessageRequest,
 )
-from ferry.remoting.admin import AdminProcessor, BrokerIdentity
-from ferry.remoting.admin_clients import ClientAdmin
-from ferry.remoting.admin_meta import MetadataAdmin
 from ferry.remoting.auth_admin import AuthAdmin
 from ferry.remoting.auth_push import AuthPusher
-from ferry.remoting.broker_epoch import broker_epoch
 from ferry.remoting.broker_metrics import BrokerMetrics
-from ferry.remoting.check_relay import TransactionCheckRelay
 from ferry.remoting.client_table import ClientTable
-from ferry.remoting.consumer_manage import ConsumerManager, GroupCoordination
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
-from ferry.remoting.end_transaction import EndTransactionProcessor
-from ferry.remoting.group_topics import GroupTopics
-from ferry.remoting.ha_wait import CONFIRM_REFRESH_S, SlaveAckWait
 from ferry.remoting.held_queues import cover_held_queues
-from ferry.remoting.in_sync_replicas import InSyncReplicas
-from ferry.remoting.live_config import LiveConfig
-from ferry.remoting.member_notices import MemberNotifier
-from ferry.remoting.message_query import MessageQueryProcessor
-from ferry.remoting.pop import PopProcessor, PopSettleProcessor
-from ferry.remoting.pull import PullProcessor
-from ferry.remoting.queue_locks import QueueLockProcessor, QueueLockTable
+from ferry.remoting.processors import BrokerAddress, BrokerProcessors, BrokerTables
 from ferry.remoting.registration import NamesrvRegistrar, parse_namesrv_addr, register_period_s
-from ferry.remoting.reply import SWEEP_INTERVAL_S as REPLY_SWEEP_S
-from ferry.remoting.reply import ReplyProcessor
-from ferry.remoting.scheduler_link import SchedulerLink
-from ferry.remoting.send import SendProcessor
-from ferry.remoting.send_back import SendBackProcessor
-from ferry.remoting.slave_sync import MasterSyncProcessor, SlaveSynchronizer
-from ferry.remoting.stats import SAMPLE_INTERVAL_S, BrokerStats, now_ms
-from ferry.remoting.store_queries import StoreQueryProcessor
+from ferry.remoting.stats import BrokerStats, now_ms
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
-from ferry.remoting.write_lease import WriteLease, fenced
+from ferry.remoting.write_lease import WriteLease
 from ferry.runtime import epoch_file, metrics
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.confirm_relay import ConfirmRelay
 from ferry.runtime.security import settings
-from ferry.runtime.service import Peer, Service, announce_ready
+from ferry.runtime.service import Service, announce_ready
 from ferry.runtime.version import package_version
 
 log = logging.getLogger("ferry.remoting")
@@ -224,7 +156,7 @@ class RemotingApp:
             self._unregistration,
             may_register=lambda: not self.write_lease.lapsed(),
         )
-        self._wire(self.store)
+        self._wire()
         self.metrics_addr = self._start_metrics()
         self.service.on_stop(self._on_stop)
         log.info(
@@ -240,212 +172,25 @@ class RemotingApp:
         self.service.run()
         return self.exit_code
 
-    def _wire(self, store: Peer) -> None:
-        config = self.config
-        service = self.service
-        topics_changed = self._topics_changed
-        send = SendProcessor(config, self.topics, store, self.stats, self.addr, topics_changed)
-        replies = ReplyProcessor(config, self.topics, store, self.addr)  # request/reply
-        send.stamp_request = replies.stamp
-        service.on(SendReplyRequest, replies.send_reply)
-        service.on(PollRepliesRequest, replies.poll)
-        service.every(REPLY_SWEEP_S, replies.sweep)
-        pull = PullProcessor(config, self.topics, self.groups, self.offsets, store, self.stats)
-        # a killed store never answers what it held: its long polls are answered empty (the
-        # consumer pulls again) and its puts failed as retriable (the producer sends again)
-
-        def store_lost() -> None:
-            pull.store_lost()
-            send.store_lost()
-
-        store.watch(zmq.EVENT_DISCONNECTED, store_lost)
-        group_topics = GroupTopics(self.topics, topics_changed)
-        locks = QueueLockTable()
-        notifier = MemberNotifier(service)
-        coordination = GroupCoordination(notifier, locks, group_topics)
-        consumers = ConsumerManager(
-            self.clients,
-            self.groups,
-            self.offsets,
-            store,
-            coordination,
-            check_subscription=pull.check_subscription,
+    def _wire(self) -> None:
+        """The processors (processors.py), served on this service's port."""
+        tables = BrokerTables(
+            self.topics, self.groups, self.offsets, self.auth, self.clients, self.stats
         )
-        self.consumers = consumers
-        identity = BrokerIdentity(
-            cluster=config.broker_cluster_name,
-            broker_name=config.broker_name,
-            broker_id=config.registered_broker_id,
-            role=config.broker_role,
-            addr=self.addr,
-            version=self.version,
-        )
-        # transactions: checks come from the check-back service, which also knows earlier ends
-        tx_peer = (
-            service.connect_peer(config.checkback_endpoint) if config.checkback_endpoint else None
-        )
-        scheduler = (
-            service.connect_peer(config.scheduler_endpoint) if config.scheduler_endpoint else None
-        )
-        scheduler_link = SchedulerLink(scheduler, tx_peer)
-        service.on(SchedulerStatusRequest, scheduler_link.status)
-        self.scheduler_link = scheduler_link
-        admin = AdminProcessor(
-            config,
-            identity,
-            self.topics,
-            self.groups,
-            self.clients,
-            store,
-            service,
-            self.stats,
-            topics_changed,
-            scheduler_link,
-        )
-        lease = self.write_lease
-        # controller mode, SYNC_MASTER: minInSyncReplicas and allAckInSyncStateSet
-        isr = InSyncReplicas(config)
-        self.in_sync_replicas = isr
-        service.on(GrantWriteLeaseRequest, isr.with_grant(lease.grant_request))
-        service.on(GetBrokerEpochRequest, broker_epoch(config))
-        service.on(SendMessageRequest, fenced(lease, isr.guard(send.handle)))
-        self._wire_ha(send, isr)
-        send.after_store = lease.gate(send.after_store)
-        service.on(PullMessageRequest, pull.handle)
-        service.on(HeartbeatRequest, consumers.heartbeat)
-        service.on(UnregisterClientRequest, consumers.unregister)
-        service.on(GetConsumerListByGroupRequest, consumers.consumer_list)
-        service.on(QueryConsumerOffsetRequest, consumers.query_offset)
-        service.on(UpdateConsumerOffsetRequest, consumers.update_offset)
-        service.on(GetMaxOffsetRequest, consumers.max_offset)
-        service.on(GetMinOffsetRequest, consumers.min_offset)
-        service.on(QueryTopicConsumeByWhoRequest, consumers.groups_of_topic)
-        send_back = SendBackProcessor(
-            self.groups,
-            group_topics,
-            store,
-            self.addr,
-            self.stats,
-            max_level=len(config.delay_levels_ms),
-            hold=bool(config.scheduler_endpoint),
-        )
-        service.on(ConsumerSendMsgBackRequest, fenced(lease, isr.guard(send_back.handle)))
-        self._wire_pop(group_topics, store, scheduler)
-        send.on_stored = self.pop.messages_arrived
-        lock_processor = QueueLockProcessor(locks)
-        service.on(LockBatchRequest, lock_processor.lock)
-        service.on(UnlockBatchRequest, lock_processor.unlock)
-        service.on(UpdateTopicRequest, admin.update_topic)
-        service.on(GetAllTopicConfigRequest, admin.all_topic_configs)
-        service.on(GetTopicStatsRequest, admin.topic_stats)
-        service.on(GetBrokerRuntimeInfoRequest, admin.runtime_info)
-        ha = service.connect_peer(config.ha_endpoint or f"tcp://{self.ha_addr}")
-        queries = StoreQueryProcessor(self.topics, store, ha)
-        service.on(SearchOffsetByTimestampRequest, queries.search_offset)
-        service.on(QueryConsumeQueueRequest, queries.query_cq)
-        service.on(GetBrokerHaStatusRequest, queries.ha_status)
-        service.on(ViewMessageRequest, queries.view_message)
-        service.on(DeleteExpiredCommitLogRequest, queries.delete_expired)
-        index = service.connect_peer(config.index_endpoint) if config.index_endpoint else None
-        service.on(QueryMessageRequest, MessageQueryProcessor(store, index).query_message)
-        timeout_ms = config.transaction_time_out
-        end_transaction = EndTransactionProcessor(
-            store, self.addr, self.stats, tx_peer, transaction_timeout_ms=timeout_ms
-        )
-        service.on(EndTransactionRequest, fenced(lease, isr.guard(end_transaction.handle)))
-        if tx_peer is not None:
-            TransactionCheckRelay(service, tx_peer, self.clients, notifier).start()
-        self._wire_admin(store, send, pull, notifier)
-
-    def _wire_pop(self, group_topics: GroupTopics, store: Peer, scheduler: Peer | None) -> None:
-        """Pop consumption: pops here, checkpoints and acks kept by the scheduler's revive
-        service (remoting/pop.py)."""
-        config = self.config
-        pop = PopProcessor(
-            config.broker_name,
-            self.topics,
-            self.groups,
-            self.offsets,
-            group_topics,
-            store,
-            scheduler,
+        address = BrokerAddress(self.addr, self.ha_addr, self.version)
+        processors = BrokerProcessors(
+            self.config,
             self.service,
-            self.stats,
+            tables,
+            self.store,
+            address,
+            self.write_lease,
+            self._topics_changed,
         )
-        pop.apply_config(config)
-        self.pop = pop
-        settle = PopSettleProcessor(pop)
-        self.service.on(PopMessageRequest, pop.pop)
-        self.service.on(AckMessageRequest, settle.ack)
-        self.service.on(BatchAckMessageRequest, settle.batch_ack)
-        self.service.on(ChangeInvisibleTimeRequest, settle.change)
-
-    def _wire_admin(
-        self, store: Peer, send: SendProcessor, pull: PullProcessor, notifier: MemberNotifier
-    ) -> None:
-        """mqadmin's requests beyond AdminProcessor's: deleteTopic, sub groups, connections,
-        resetOffsetByTime, statsAll, cleanExpiredCQ, get/updateBrokerConfig."""
-        service = self.service
-        meta = MetadataAdmin(store, self.topics, self.groups, self.offsets, self._topics_changed)
-        service.on(DeleteTopicRequest, meta.delete_topic)
-        service.on(UpdateSubscriptionGroupRequest, meta.update_group)
-        service.on(DeleteSubscriptionGroupRequest, meta.delete_group)
-        service.on(GetAllSubscriptionGroupRequest, meta.all_groups)
-        service.on(CleanExpiredConsumeQueueRequest, meta.clean_expired)
-        self.auth.wire(service)
-        clients = ClientAdmin(
-            self.clients, self.groups, self.offsets, notifier, self.stats, self.config.broker_name
-        )
-        service.on(GetConsumerConnectionListRequest, clients.consumer_connections)
-        service.on(GetProducerConnectionListRequest, clients.producer_connections)
-        service.on(ResetOffsetRequest, clients.reset_offset)
-        service.on(GetBrokerStatsRequest, clients.broker_stats)
-        self.stats.sample()  # statsAll's rates are over the samples taken since
-        service.every(SAMPLE_INTERVAL_S, self.stats.sample)
-
-        def apply(config: BrokerConfig, keys: set[str]) -> None:
-            send.apply_config(config)
-            pull.apply_config(config)
-            self.pop.apply_config(config)
-            self.groups.auto_create = config.auto_create_subscription_group
-            if keys & {"autoCreateTopicEnable", "defaultTopicQueueNums", "brokerPermission"}:
-                self.topics.set_default_topic(
-                    config.auto_create_topic_enable,
-                    config.default_topic_queue_nums,
-                    config.broker_permission,
-                )
-                self._topics_changed()  # the name servers learn of it now
-
-        live = LiveConfig(self.config, store, apply)
-        service.on(GetBrokerConfigRequest, live.get)
-        service.on(UpdateBrokerConfigRequest, live.update)
-
-    def _wire_ha(self, send: SendProcessor, isr: InSyncReplicas) -> None:
-        """SYNC_MASTER sends wait for a slave's ack; slaves copy their master's metadata."""
-        config = self.config
-        self.slave_sync: SlaveSynchronizer | None = None
-        if config.broker_role == "SYNC_MASTER":
-            ha = self.service.connect_peer(config.ha_endpoint or f"tcp://{self.ha_addr}")
-            # controller mode: the store's readers see only what the whole in-sync set holds
-            confirm = ConfirmRelay(self.store) if config.reads_gated else None
-            wait = SlaveAckWait(ha, config.sync_flush_timeout, isr, confirm)
-            send.after_store = wait.reply
-            if confirm is not None:
-                self.service.every(CONFIRM_REFRESH_S, wait.refresh_confirm)
-        sync = MasterSyncProcessor(self.topics, self.groups, self.offsets, self.scheduler_link)
-        self.service.on(SlaveSyncRequest, sync.handle)
-        if config.broker_role == "SLAVE":
-            self.slave_sync = SlaveSynchronizer(
-                self.service,
-                config.broker_name,
-                self.namesrv_addrs,
-                self.topics,
-                self.groups,
-                self.offsets,
-                self.scheduler_link,
-                master_endpoint=config.master_endpoint,
-                auth=self.auth,
-            )
+        for request_type, handler in processors.handlers().items():
+            self.service.on(request_type, handler)
+        processors.start()
+        self.processors = processors
 
     # ---- start-up ----
 
@@ -497,8 +242,9 @@ class RemotingApp:
         extra = {"metrics": self.metrics_addr} if self.metrics_addr else {}
         announce_ready(SERVICE_NAME, addr=self.addr, **extra)
         self.registrar.start(register_period_s(self.config.register_name_server_period))
-        if self.slave_sync is not None:
-            self.slave_sync.start(self.config.slave_synchronize_interval / 1000)
+        slave_sync = self.processors.slave_sync
+        if slave_sync is not None:
+            slave_sync.start(self.config.slave_synchronize_interval / 1000)
         flush_s = max(self.config.flush_consumer_offset_interval, 100) / 1000
         self.service.every(flush_s, self._flush_offsets)
         self.service.every(CLIENT_SCAN_INTERVAL_S, self._expire_clients)
@@ -512,7 +258,7 @@ class RemotingApp:
         self.offsets.persist_if_dirty()
 
     def _expire_clients(self) -> None:
-        for client_id in self.consumers.expire_clients(now_ms()):
+        for client_id in self.processors.consumers.expire_clients(now_ms()):
             log.info(
                 "client %s sent no heartbeat for %d s; dropped",
                 client_id,

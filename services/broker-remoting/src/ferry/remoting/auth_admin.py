@@ -20,6 +20,7 @@ import hmac
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -54,7 +55,7 @@ from ferry.protocol.messages import (
 from ferry.runtime.acl import AuthDb, AuthFile, edits, model
 from ferry.runtime.acl.store import FILE_NAME
 from ferry.runtime.security import settings
-from ferry.runtime.service import Call, Service
+from ferry.runtime.service import Call
 
 log = logging.getLogger("ferry.remoting.auth")
 
@@ -106,18 +107,21 @@ class AuthAdmin:
             f"initial Super user {username} created",
         )
 
-    def wire(self, service: Service) -> None:
-        service.on(AuthCreateUserRequest, self.create_user)
-        service.on(AuthUpdateUserRequest, self.update_user)
-        service.on(AuthDeleteUserRequest, self.delete_user)
-        service.on(AuthGetUserRequest, self.get_user)
-        service.on(AuthListUserRequest, self.list_users)
-        service.on(AuthCreateAclRequest, self.create_acl)
-        service.on(AuthUpdateAclRequest, self.update_acl)
-        service.on(AuthDeleteAclRequest, self.delete_acl)
-        service.on(AuthGetAclRequest, self.get_acl)
-        service.on(AuthListAclRequest, self.list_acls)
-        service.on(GetAuthSnapshotRequest, self.snapshot)
+    def handlers(self) -> dict[type, Any]:
+        """Request type -> handler for the users and ACLs this broker keeps."""
+        return {
+            AuthCreateUserRequest: self.create_user,
+            AuthUpdateUserRequest: self.update_user,
+            AuthDeleteUserRequest: self.delete_user,
+            AuthGetUserRequest: self.get_user,
+            AuthListUserRequest: self.list_users,
+            AuthCreateAclRequest: self.create_acl,
+            AuthUpdateAclRequest: self.update_acl,
+            AuthDeleteAclRequest: self.delete_acl,
+            AuthGetAclRequest: self.get_acl,
+            AuthListAclRequest: self.list_acls,
+            GetAuthSnapshotRequest: self.snapshot,
+        }
 
     # ---- changes ----
 

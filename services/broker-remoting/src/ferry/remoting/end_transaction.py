@@ -2,7 +2,8 @@
 
 A transactional send (SendMessageRequest.transactional, one record) is stored aside in
 RMQ_SYS_TRANS_HALF_TOPIC queue 0, with the topic and queue it was sent to in its REAL_TOPIC and
-REAL_QID properties, so that no consumer of the real topic sees it (`half_record`).
+REAL_QID properties, so that no consumer of the real topic sees it (transaction_records.py
+builds it, and the records below).
 
 END_TRANSACTION reads the half message back from the store by its CommitLog offset. COMMIT
 stores a commit mark (an op record with TRAN_END COMMITTING), then a copy in the real topic and
@@ -39,14 +40,12 @@ from ferry.protocol.errors import (
     BrokerSystemError,
     FerryError,
     InvalidParameterError,
-    MessageIllegalError,
 )
 from ferry.protocol.messages import (
     AnyReply,
     EndTransactionRequest,
     ErrorReply,
     OkReply,
-    SendMessageRequest,
     StorePutReply,
     StorePutRequest,
     TransactionStateReply,
@@ -55,101 +54,22 @@ from ferry.protocol.messages import (
     ViewMessageRequest,
 )
 from ferry.protocol.names import (
-    TRAN_END_COMMITTING,
-    TRAN_END_PROPERTY,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
     check_group,
 )
 from ferry.remoting.stats import BrokerStats, now_ms
+from ferry.remoting.transaction_records import committed_record, op_record
 from ferry.runtime import telemetry
 from ferry.runtime.service import Call, Peer, error_reply
 
 log = logging.getLogger("ferry.remoting.transaction")
 
 TRACER = "ferry.remoting"
-OP_TAG = "d"  # RocketMQ's tag of op records ("delete" the half message)
-PROPERTY_TRAN_END = TRAN_END_PROPERTY  # on op records: COMMIT, ROLLBACK (COMMITTING: a mark)
 DECIDED_MEMORY = 65_536
 STORE_TIMEOUT_S = 10.0
 CHECKBACK_TIMEOUT_S = 3.0
 CLOCK_SLACK_MS = 5000  # store and remoting clocks may differ a little
-
-
-def half_record(raw: Any, req: SendMessageRequest, queue_id: int) -> bytes:
-    """The record a transactional send is stored as: same message, half topic, real topic
-    and queue in its properties, marked TX_PREPARED and owned by the sending group."""
-    if req.count != 1:
-        raise InvalidParameterError("a transaction's half message is sent alone (count 1)")
-    rec = single_record(raw, req.topic, "half message")
-    return _retopic(
-        rec,
-        TRANS_HALF_TOPIC,
-        set_props={
-            record.PROPERTY_TRAN_MSG: "true",
-            record.PROPERTY_PGROUP: req.producer_group,
-            record.PROPERTY_REAL_TOPIC: req.topic,
-            record.PROPERTY_REAL_QID: str(queue_id),
-        },
-        sysflag=rec.sysflag | record.SYSFLAG_TX_PREPARED,
-    )
-
-
-def single_record(raw: Any, topic: str, what: str) -> record.Record:
-    """The one record of a send's frame (a half message, a request), decoded; refused when
-    the frame holds anything else or the record is for another topic."""
-    buf = bytes(raw)
-    try:
-        if record.check_layout(buf, 0, len(buf)) != len(buf):
-            raise record.RecordError("the frame holds more than one record")
-        rec = next(record.iter_records(buf))
-    except (record.RecordError, StopIteration, ValueError) as exc:
-        raise MessageIllegalError(f"{what} does not decode: {exc}") from None
-    if rec.topic != topic:
-        raise MessageIllegalError(f"record is for topic {rec.topic!r}, not {topic!r}")
-    return rec
-
-
-def committed_record(half: record.Record) -> tuple[str, int, bytes]:
-    """(real topic, real queue, record) of a committed half message."""
-    topic = half.properties.get(record.PROPERTY_REAL_TOPIC, "")
-    try:
-        queue_id = int(half.properties.get(record.PROPERTY_REAL_QID, ""))
-    except ValueError:
-        queue_id = -1
-    if not topic or queue_id < 0:
-        raise BrokerSystemError(f"half message at {half.phys_offset} has no real topic/queue")
-    raw = _retopic(
-        half,
-        topic,
-        drop_props=(record.PROPERTY_REAL_TOPIC, record.PROPERTY_REAL_QID),
-        sysflag=(half.sysflag & ~record.SYSFLAG_TX_PREPARED) | record.SYSFLAG_TX_COMMIT,
-        prepared_tx_offset=half.phys_offset,
-        queue_id=queue_id,
-    )
-    return topic, queue_id, raw
-
-
-def _retopic(rec: record.Record, topic: str, **changes: Any) -> bytes:
-    try:
-        return record.retopic(rec, topic, **changes)
-    except record.RecordError as exc:  # properties grown past 64 KiB
-        raise MessageIllegalError(str(exc)) from None
-
-
-def op_record(
-    half_offset: int, resolution: TransactionResolution, born_ms: int, *, committing: bool = False
-) -> bytes:
-    """An op record: how the half message ended, or (committing) the mark stored before a
-    commit's copy."""
-    end = TRAN_END_COMMITTING if committing else resolution.name
-    props = {record.PROPERTY_TAGS: OP_TAG, PROPERTY_TRAN_END: end}
-    return record.encode_record(
-        TRANS_OP_HALF_TOPIC.encode(),
-        str(half_offset).encode(),
-        record.encode_properties(props),
-        born_timestamp=born_ms,
-    )
 
 
 class DecidedHalves:

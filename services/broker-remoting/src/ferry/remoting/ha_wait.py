@@ -27,9 +27,10 @@ from ferry.protocol.messages import (
     HaWaitAckRequest,
     SendMessageReply,
 )
+from ferry.remoting.calls import Caller
 from ferry.remoting.in_sync_replicas import InSyncReplicas
 from ferry.runtime.confirm_relay import ConfirmRelay
-from ferry.runtime.service import Call, Peer
+from ferry.runtime.service import Peer
 
 log = logging.getLogger("ferry.remoting.ha_wait")
 
@@ -49,8 +50,6 @@ class SlaveAckWait:
         self._timeout_ms = timeout_ms
         self._isr = isr
         self._confirm = confirm
-        if isr is not None and isr.enforced:
-            isr.on_change = self.set_changed
 
     def refresh_confirm(self) -> None:
         """Asks the ha-replicator how far the in-sync set holds the log: reads catch up
@@ -77,7 +76,7 @@ class SlaveAckWait:
         request = HaWaitAckRequest(offset=0, all_of=slaves, any_one=any_one)
         self._ha.request(request, on_answer, timeout_s=GRACE_S)
 
-    def reply(self, call: Call, reply: SendMessageReply, end_offset: int) -> None:
+    def reply(self, call: Caller, reply: SendMessageReply, end_offset: int) -> None:
         if reply.status != SendStatus.SEND_OK or end_offset <= 0:
             call.reply(reply)
             return

@@ -24,9 +24,8 @@ from typing import Any
 
 from ferry.protocol.errors import InSyncReplicasNotEnoughError, InvalidParameterError
 from ferry.protocol.messages import GrantWriteLeaseRequest
-from ferry.remoting.write_lease import Handler, checked_first
+from ferry.remoting.calls import Caller, Handler, checked_first
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.service import Call
 
 MAX_REPLICAS = 64  # ids a grant's set may name (a bound on bad input, not a design limit)
 
@@ -40,8 +39,8 @@ class InSyncReplicas:
         self.broker_name = config.broker_name
         self.ids: list[int] = []
         self.refused = 0
-        # told of a changed set (the slaves a write waits for); set by ha_wait
-        self.on_change: Callable[[list[int]], None] | None = None
+        # told of a changed set (the slaves a write waits for): ha_wait's
+        self._listeners: list[Callable[[list[int]], None]] = []
 
     def count(self) -> int:
         """Replicas in sync, this master always among them."""
@@ -59,11 +58,16 @@ class InSyncReplicas:
     def any_one(self) -> bool:
         return not self.all_ack
 
+    def listen(self, on_change: Callable[[list[int]], None]) -> None:
+        """on_change(slaves) is told of every changed set from now on."""
+        self._listeners.append(on_change)
+
     def update(self, ids: list[int]) -> None:
         old = self.slaves()
         self.ids = sorted(ids)
-        if self.enforced and self.on_change is not None and self.slaves() != old:
-            self.on_change(self.slaves())
+        if self.enforced and self.slaves() != old:
+            for on_change in self._listeners:
+                on_change(self.slaves())
 
     def check(self) -> None:
         if self.enforced and self.count() < self.minimum:
@@ -82,7 +86,7 @@ class InSyncReplicas:
     def with_grant(self, grant: Handler) -> Handler:
         """The write lease's grant handler, which also takes the set it carries."""
 
-        def granted(req: GrantWriteLeaseRequest, call: Call) -> Any:
+        def granted(req: GrantWriteLeaseRequest, call: Caller) -> Any:
             if len(req.sync_state_set) > MAX_REPLICAS:
                 raise InvalidParameterError(
                     f"an in-sync set of {len(req.sync_state_set)} replicas: at most {MAX_REPLICAS}"

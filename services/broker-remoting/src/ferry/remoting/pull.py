@@ -38,6 +38,7 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.names import check_topic
 from ferry.protocol.sql_filter import check_sql
+from ferry.remoting.calls import Caller
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.expression import check_heartbeat_subscription, store_filter
 from ferry.remoting.stats import BrokerStats, elapsed_ms
@@ -46,7 +47,7 @@ from ferry.remoting.topic_table import TopicTable
 from ferry.runtime import telemetry
 from ferry.runtime.config import BrokerConfig
 from ferry.runtime.log_reader import LogReader
-from ferry.runtime.service import Call, Peer
+from ferry.runtime.service import Peer
 
 TRACER = "ferry.remoting"
 MAX_SUSPEND_MS = 30_000
@@ -120,7 +121,7 @@ class PullProcessor:
             broker=self._broker_name,
         )
 
-    def handle(self, req: PullMessageRequest, call: Call) -> None:
+    def handle(self, req: PullMessageRequest, call: Caller) -> None:
         if not telemetry.traced(call.traceparent):
             self._pull(req, call, None)
             return
@@ -137,7 +138,30 @@ class PullProcessor:
         ) as span:
             self._pull(req, call, span)
 
-    def _pull(self, req: PullMessageRequest, call: Call, span: Span | None) -> None:
+    def _pull(self, req: PullMessageRequest, call: Caller, span: Span | None) -> None:
+        codes, sql = self._checked_filter(req)
+        if req.commit_offset >= 0:
+            self._offsets.commit(req.consumer_group, req.topic, req.queue_id, req.commit_offset)
+        if span is not None:
+            traceparent, tracestate = telemetry.current_traceparent()
+        else:
+            traceparent, tracestate = call.traceparent, call.tracestate
+        get = StoreGetRequest(
+            topic=req.topic,
+            queue_id=req.queue_id,
+            queue_offset=req.queue_offset,
+            max_msgs=req.max_msgs,
+            max_bytes=req.max_bytes,
+            tag_codes=list(codes),
+            sql=sql,
+            suspend_ms=effective_suspend_ms(req.suspend_ms, self._long_polling),
+            ranges=self.reader.active,
+        )
+        self._get(req, call, get, traceparent, tracestate)
+
+    def _checked_filter(self, req: PullMessageRequest) -> tuple[tuple[int, ...], str]:
+        """The pull's (tag codes, SQL92 text), after the checks of its topic, queue, offsets
+        and group."""
         topic = self._topics.get(req.topic)
         if topic is None:
             check_topic(req.topic)
@@ -160,15 +184,18 @@ class PullProcessor:
         group = self._groups.ensure(req.consumer_group)
         if not group.consume_enable:
             raise NoPermissionError(f"consumer group {req.consumer_group!r} may not consume")
-        codes, sql = self.filter_of(req.expression_type, req.expression)
-        if req.commit_offset >= 0:
-            self._offsets.commit(req.consumer_group, req.topic, req.queue_id, req.commit_offset)
-        suspend_ms = effective_suspend_ms(req.suspend_ms, self._long_polling)
-        if span is not None:
-            traceparent, tracestate = telemetry.current_traceparent()
-        else:
-            traceparent, tracestate = call.traceparent, call.tracestate
+        return self.filter_of(req.expression_type, req.expression)
 
+    def _get(
+        self,
+        req: PullMessageRequest,
+        call: Caller,
+        get: StoreGetRequest,
+        traceparent: str,
+        tracestate: str,
+    ) -> None:
+        """Asks the store; reads the records it names from the CommitLog files here when it
+        answers with ranges, or asks again for the records themselves when they cannot be."""
         started = time.monotonic()
 
         def on_reply(body: AnyReply, frames: list[Any]) -> None:
@@ -186,41 +213,9 @@ class PullProcessor:
                     return
                 frames = [data]
                 self._stats.pull_log_reads += 1
-            if self._stats.on_latency is not None:
-                outcome = "error" if isinstance(body, ErrorReply) else "success"
-                self._stats.on_latency("pull_message", outcome, elapsed_ms(started))
-            if isinstance(body, StoreGetReply):
-                self._stats.pull_requests += 1
-                if body.status == PullStatus.FOUND:
-                    self._stats.pulled_messages += body.count
-                    size = sum(len(f) for f in frames)
-                    self._stats.count_get(req.consumer_group, req.topic, body.count, size)
-                call.reply(
-                    PullMessageReply(
-                        status=body.status,
-                        next_begin_offset=body.next_begin_offset,
-                        min_offset=body.min_offset,
-                        max_offset=body.max_offset,
-                        count=body.count,
-                    ),
-                    frames,
-                )
-            elif isinstance(body, ErrorReply):
-                call.reply(body)
-            else:
-                call.fail(BrokerSystemError(f"store answered a pull with {type(body).__name__}"))
+            self._answer(req, call, body, frames, started)
 
-        get = StoreGetRequest(
-            topic=req.topic,
-            queue_id=req.queue_id,
-            queue_offset=req.queue_offset,
-            max_msgs=req.max_msgs,
-            max_bytes=req.max_bytes,
-            tag_codes=list(codes),
-            sql=sql,
-            suspend_ms=suspend_ms,
-            ranges=self.reader.active,
-        )
+        suspend_ms = get.suspend_ms
         if suspend_ms:
             token = next(self._tokens)
 
@@ -239,6 +234,39 @@ class PullProcessor:
             traceparent=traceparent,
             tracestate=tracestate,
         )
+
+    def _answer(
+        self,
+        req: PullMessageRequest,
+        call: Caller,
+        body: AnyReply,
+        frames: list[Any],
+        started: float,
+    ) -> None:
+        stats = self._stats
+        if stats.on_latency is not None:
+            outcome = "error" if isinstance(body, ErrorReply) else "success"
+            stats.on_latency("pull_message", outcome, elapsed_ms(started))
+        if isinstance(body, StoreGetReply):
+            stats.pull_requests += 1
+            if body.status == PullStatus.FOUND:
+                stats.pulled_messages += body.count
+                size = sum(len(f) for f in frames)
+                stats.count_get(req.consumer_group, req.topic, body.count, size)
+            call.reply(
+                PullMessageReply(
+                    status=body.status,
+                    next_begin_offset=body.next_begin_offset,
+                    min_offset=body.min_offset,
+                    max_offset=body.max_offset,
+                    count=body.count,
+                ),
+                frames,
+            )
+        elif isinstance(body, ErrorReply):
+            call.reply(body)
+        else:
+            call.fail(BrokerSystemError(f"store answered a pull with {type(body).__name__}"))
 
 
 def store_gone_reply(offset: int) -> StoreGetReply:

@@ -46,9 +46,8 @@ from ferry.protocol.messages.reply import (
     reply_topic,
 )
 from ferry.protocol.names import check_topic
-from ferry.remoting.end_transaction import single_record
+from ferry.remoting.record_edits import RECORD_OVERHEAD, single_record
 from ferry.remoting.reply_mailboxes import MAX_KEY_LENGTH, ReplyMailboxes
-from ferry.remoting.send import RECORD_OVERHEAD
 from ferry.remoting.topic_table import TopicTable
 from ferry.runtime import telemetry
 from ferry.runtime.config import BrokerConfig

@@ -50,26 +50,31 @@ from ferry.protocol.names import (
     check_topic,
 )
 from ferry.protocol.record import FIXED_SIZE
+from ferry.remoting.calls import AfterStore, Caller, reply_now
 from ferry.remoting.delayed_send import DelayRules
-from ferry.remoting.end_transaction import half_record
+from ferry.remoting.record_edits import RECORD_OVERHEAD
 from ferry.remoting.send_span import add_message_ids
 from ferry.remoting.stats import BrokerStats, elapsed_ms
 from ferry.remoting.topic_table import TopicTable
+from ferry.remoting.transaction_records import half_record
 from ferry.runtime import telemetry
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.service import Call, Peer
+from ferry.runtime.service import Peer
 
 log = logging.getLogger("ferry.remoting.send")
 
 TRACER = "ferry.remoting"
-# Room for a record's header, topic and properties on top of its body.
-RECORD_OVERHEAD = 64 * 1024
 # Topics clients may not send to: markers and the scheduler's internal queues.
 NOT_SENDABLE = frozenset({AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, TIMER_TOPIC, *TRANSACTION_TOPICS})
 STORE_PUT_TIMEOUT_S = 10.0
 
 
 class SendProcessor:
+    """answer: how a stored send is answered (at once, or on a SYNC_MASTER once the slaves
+    acked it, ha_wait.py; gated by the write lease in controller mode); stamp_request:
+    request/reply's stamp of a request's record (reply.py), None where requests are not
+    served; on_stored: told the topic of every stored send (pops waiting for it look now)."""
+
     def __init__(
         self,
         config: BrokerConfig,
@@ -78,6 +83,10 @@ class SendProcessor:
         stats: BrokerStats,
         store_host: str,
         on_topics_changed: Callable[[], None],
+        *,
+        answer: AfterStore = reply_now,
+        stamp_request: Callable[[Any, SendMessageRequest], bytes] | None = None,
+        on_stored: Callable[[str], None] | None = None,
     ) -> None:
         self._topics = topics
         self._store = store
@@ -93,17 +102,13 @@ class SendProcessor:
         # a SYNC_FLUSH put may wait for the flush; give it that long before giving up
         self._put_timeout_s = max(STORE_PUT_TIMEOUT_S, config.sync_flush_timeout / 1000 + 5)
         self._next_queue: dict[str, int] = {}
-        # how a stored send is answered: at once, or (SYNC_MASTER, ha_wait.py) once a slave
-        # acked the log up to the put's end offset
-        self.after_store: Callable[[Call, SendMessageReply, int], None] = reply_now
+        self._answer = answer
         self._delays = DelayRules(config)
         # puts the store has not answered yet: token -> how to answer it if the store goes away
         self._in_flight: dict[int, Callable[[], None]] = {}
         self._tokens = itertools.count()
-        # request/reply (reply.py): stamps a request's record with where its reply goes
-        self.stamp_request: Callable[[Any, SendMessageRequest], bytes] | None = None
-        # told the topic of every stored send (pop.py: pops waiting for messages look now)
-        self.on_stored: Callable[[str], None] | None = None
+        self._stamp_request = stamp_request
+        self._on_stored = on_stored
 
     def store_lost(self) -> None:
         """The connection to the store dropped: answers every put in flight there (see
@@ -119,7 +124,7 @@ class SendProcessor:
         self._default_queue_nums = config.default_topic_queue_nums
         self._max_bytes_per_record = config.max_message_size + RECORD_OVERHEAD
 
-    def handle(self, req: SendMessageRequest, call: Call) -> None:
+    def handle(self, req: SendMessageRequest, call: Caller) -> None:
         if not telemetry.traced(call.traceparent):
             self._send(req, call, None)
             return
@@ -143,12 +148,28 @@ class SendProcessor:
             telemetry.end_span(span, telemetry.error_type(exc))
             raise
 
-    def _send(self, req: SendMessageRequest, call: Call, span: Span | None) -> None:
+    def _send(self, req: SendMessageRequest, call: Caller, span: Span | None) -> None:
+        payload = call.payload
+        topic = self._writable_topic(req, payload)
+        queue_id = self._pick_queue(req, topic)
+        frame, put_topic, put_queue = self._rewrite(req, payload[0], queue_id)
+        if span is not None:
+            span.set_attribute("messaging.destination.partition.id", str(queue_id))
+            traceparent, tracestate = telemetry.traceparent_of(span)
+        else:
+            traceparent, tracestate = call.traceparent, call.tracestate
+        put = StorePutRequest(
+            topic=put_topic, queue_id=put_queue, count=req.count, store_host=self._store_host
+        )
+        self._put(req, call, span, queue_id, put, frame, traceparent, tracestate)
+
+    def _writable_topic(self, req: SendMessageRequest, payload: list[Any]) -> TopicConfig:
+        """The topic a send may write to (created on first send where allowed), after the
+        checks that need no decoding: names, sizes, reserved topics, role and perms."""
         topic = self._topics.get(req.topic)
         if topic is None:
             check_topic(req.topic)  # names in the table were checked when they were created
         check_group(req.producer_group)
-        payload = call.payload
         if len(payload) != 1:
             raise InvalidParameterError(
                 f"a send carries its records in exactly one frame, not {len(payload)}"
@@ -174,26 +195,35 @@ class SendProcessor:
             raise NoPermissionError(
                 f"topic {req.topic!r} is not writable on broker {self._broker_name}"
             )
-        queue_id = self._pick_queue(req, topic)
-        put_topic, put_queue = req.topic, queue_id
-        if req.request_reply:
-            if self.stamp_request is None:
-                raise InvalidParameterError(f"broker {self._broker_name} serves no requests")
-            payload = [self.stamp_request(payload[0], req)]
-        elif req.transactional:  # a half message waits aside until its transaction ends
-            payload = [half_record(payload[0], req, queue_id)]
-            put_topic, put_queue = TRANS_HALF_TOPIC, 0
-        elif req.delay_level or req.deliver_at_ms:  # held by the scheduler until due
-            held = self._delays.redirect(payload[0], req, queue_id)
-            if held is not None:
-                payload = [held.record]
-                put_topic, put_queue = held.topic, held.queue_id
-        if span is not None:
-            span.set_attribute("messaging.destination.partition.id", str(queue_id))
-            traceparent, tracestate = telemetry.traceparent_of(span)
-        else:
-            traceparent, tracestate = call.traceparent, call.tracestate
+        return topic
 
+    def _rewrite(self, req: SendMessageRequest, frame: Any, queue_id: int) -> tuple[Any, str, int]:
+        """(frame, topic, queue) of the put: a request stamped with where its reply goes, a
+        half message set aside until its transaction ends, a delayed send held by the
+        scheduler until due, or the send as it came."""
+        if req.request_reply:
+            if self._stamp_request is None:
+                raise InvalidParameterError(f"broker {self._broker_name} serves no requests")
+            return self._stamp_request(frame, req), req.topic, queue_id
+        if req.transactional:
+            return half_record(frame, req, queue_id), TRANS_HALF_TOPIC, 0
+        if req.delay_level or req.deliver_at_ms:
+            held = self._delays.redirect(frame, req, queue_id)
+            if held is not None:
+                return held.record, held.topic, held.queue_id
+        return frame, req.topic, queue_id
+
+    def _put(
+        self,
+        req: SendMessageRequest,
+        call: Caller,
+        span: Span | None,
+        queue_id: int,
+        put: StorePutRequest,
+        frame: Any,
+        traceparent: str,
+        tracestate: str,
+    ) -> None:
         started = time.monotonic()
         token = next(self._tokens)
 
@@ -204,23 +234,7 @@ class SendProcessor:
                 outcome = "error" if isinstance(body, ErrorReply) else "success"
                 self._stats.on_latency("send_message", outcome, elapsed_ms(started))
             if isinstance(body, StorePutReply):
-                self._stats.put_requests += 1
-                self._stats.put_messages += len(body.phys_offsets)
-                self._stats.count_put(req.topic, len(body.phys_offsets), size)
-                self.after_store(
-                    call,
-                    SendMessageReply(
-                        status=body.status,
-                        queue_id=queue_id,
-                        queue_offset=body.queue_offset,
-                        store_host=self._store_host,
-                        phys_offsets=body.phys_offsets,
-                        broker_name=self._broker_name,
-                    ),
-                    body.next_offset,
-                )
-                if self.on_stored is not None:
-                    self.on_stored(req.topic)
+                self._stored(req, call, queue_id, body)
             elif isinstance(body, ErrorReply):
                 call.reply(body)  # the store's code goes back to the client as it is
             else:
@@ -242,18 +256,32 @@ class SendProcessor:
 
         self._in_flight[token] = on_store_lost
         self._store.request(
-            StorePutRequest(
-                topic=put_topic,
-                queue_id=put_queue,
-                count=req.count,
-                store_host=self._store_host,
-            ),
+            put,
             on_reply,
-            payload,
+            [frame],
             timeout_s=self._put_timeout_s,
             traceparent=traceparent,
             tracestate=tracestate,
         )
+
+    def _stored(
+        self, req: SendMessageRequest, call: Caller, queue_id: int, body: StorePutReply
+    ) -> None:
+        stats = self._stats
+        stats.put_requests += 1
+        stats.put_messages += len(body.phys_offsets)
+        stats.count_put(req.topic, len(body.phys_offsets), len(call.payload[0]))
+        reply = SendMessageReply(
+            status=body.status,
+            queue_id=queue_id,
+            queue_offset=body.queue_offset,
+            store_host=self._store_host,
+            phys_offsets=body.phys_offsets,
+            broker_name=self._broker_name,
+        )
+        self._answer(call, reply, body.next_offset)
+        if self._on_stored is not None:
+            self._on_stored(req.topic)
 
     def _create_topic(self, req: SendMessageRequest) -> TopicConfig:
         default = self._topics.get(AUTO_CREATE_TOPIC_KEY)
@@ -289,7 +317,3 @@ class SendProcessor:
                 retriable=True,
             )
         return req.queue_id
-
-
-def reply_now(call: Call, reply: SendMessageReply, _end_offset: int) -> None:
-    call.reply(reply)

@@ -12,7 +12,6 @@ Without controller mode there is no lease: every write is acknowledged as before
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
 
 from ferry.protocol.codes import SendStatus
 from ferry.protocol.errors import FerryError, ServiceNotAvailableError
@@ -22,21 +21,9 @@ from ferry.protocol.messages import (
     OkReply,
     SendMessageReply,
 )
+from ferry.remoting.calls import AfterStore, Caller, Handler, checked_first
 from ferry.runtime.lease import Lease
-from ferry.runtime.service import Call, Payload
-
-AfterStore = Callable[[Call, SendMessageReply, int], None]
-Handler = Callable[[Any, Call], Any]
-
-
-def checked_first(check: Callable[[], None], handler: Handler) -> Handler:
-    """handler, after check(), which raises to refuse the request before anything is done."""
-
-    def checked(req: Any, call: Call) -> Any:
-        check()
-        return handler(req, call)
-
-    return checked
+from ferry.runtime.service import Payload
 
 
 def fenced(lease: WriteLease, handler: Handler) -> Handler:
@@ -55,7 +42,7 @@ class WriteLease(Lease):
         self._on_granted = on_granted
         self.refused = 0  # writes not acknowledged for want of a lease
 
-    def grant_request(self, req: GrantWriteLeaseRequest, _call: Call) -> OkReply:
+    def grant_request(self, req: GrantWriteLeaseRequest, _call: Caller) -> OkReply:
         was_lapsed = self.lapsed()
         self.grant(req.until_monotonic, req.epoch)
         if was_lapsed and not self.lapsed():
@@ -83,19 +70,19 @@ class WriteLease(Lease):
         if not self.enforced:
             return after_store
 
-        def gated(call: Call, reply: SendMessageReply, end_offset: int) -> None:
+        def gated(call: Caller, reply: SendMessageReply, end_offset: int) -> None:
             if reply.status == SendStatus.SEND_OK and self.lapsed():
                 call.fail(self.error())
                 return
-            after_store(cast(Call, _LeaseCheckedCall(call, self)), reply, end_offset)
+            after_store(_LeaseCheckedCall(call, self), reply, end_offset)
 
         return gated
 
 
 class _LeaseCheckedCall:
-    """A Call whose SEND_OK answer turns into a refusal once the lease lapsed."""
+    """A Caller whose SEND_OK answer turns into a refusal once the lease lapsed."""
 
-    def __init__(self, call: Call, lease: WriteLease) -> None:
+    def __init__(self, call: Caller, lease: WriteLease) -> None:
         self._call = call
         self._lease = lease
 
@@ -112,5 +99,9 @@ class _LeaseCheckedCall:
     def fail(self, err: FerryError) -> None:
         self._call.fail(err)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._call, name)
+    payload = property(lambda self: self._call.payload)
+    signer = property(lambda self: self._call.signer)
+    traceparent = property(lambda self: self._call.traceparent)
+    tracestate = property(lambda self: self._call.tracestate)
+    done = property(lambda self: self._call.done)
+    return_address = property(lambda self: self._call.return_address)
