@@ -7,14 +7,7 @@ import threading
 
 import pytest
 
-from ferry.client.async_sender import (
-    Batch,
-    BatchConfig,
-    Outcome,
-    SendFuture,
-    TopicAccumulator,
-    settle,
-)
+from ferry.client.batching import Batch, BatchConfig, TopicAccumulator
 from ferry.client.message import (
     Message,
     MessageQueue,
@@ -26,6 +19,7 @@ from ferry.client.message import (
     plain_message,
 )
 from ferry.client.outgoing import Outgoing, join
+from ferry.client.send_future import Outcome, SendFuture, settle
 from ferry.protocol import record
 from ferry.protocol.errors import FerryError
 

@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from ferry.client.async_sender import Outcome, SendFuture, settle
 from ferry.client.message import MessageQueue, SendResult, SendStatus
+from ferry.client.send_future import Outcome, SendFuture, settle
 from ferry.protocol.errors import FerryError
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from opentelemetry import trace
 
-from ferry.client.async_sender import BatchConfig
+from ferry.client.batching import BatchConfig
 from ferry.client.instance import ClientIdentity, InstanceOptions
 from ferry.client.latency_fault import (
     LATENCY_MAX_MS,

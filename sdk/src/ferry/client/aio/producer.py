@@ -21,7 +21,7 @@ from typing import Any, Self
 
 from ferry.client.aio.instance import AsyncClientInstance
 from ferry.client.aio.requester import AsyncRequester
-from ferry.client.async_sender import Batch, TopicAccumulator, build_batch
+from ferry.client.batching import Batch, TopicAccumulator, build_batch
 from ferry.client.heartbeats import stamped
 from ferry.client.message import Message, MessageExt, MessageQueue, SendResult
 from ferry.client.outgoing import Outgoing, each_result, joined_result

@@ -21,7 +21,7 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
-from ferry.client.transport import (
+from ferry.client.transport.base import (
     DEFAULT_TIMEOUT_S,
     HANDSHAKE_FAILED,
     MONITOR_EVENTS,
