@@ -28,21 +28,14 @@ from ferry.protocol.framing import RequestCodec, RequestEnvelope
 from ferry.protocol.messages import StorePutReply, StorePutRequest, StoreStatusReply
 from ferry.protocol.messages import StoreStatusRequest as Status
 from ferry.protocol.record import encode_properties, encode_record
-from ferry.runtime.launcher import ServiceProcess, start_service
+from ferry.runtime.launcher import ServiceProcess
+from ferry.runtime.testing import store as testing_store
 
 QUEUES_PER_TOPIC = 4
 
 
 def start_store(root: str, mode: str, extra: dict[str, str] | None = None) -> ServiceProcess:
-    settings = {
-        "storePathRootDir": root,
-        "storeEndpoint": "tcp://127.0.0.1:0",
-        "storeFeedEndpoint": "tcp://127.0.0.1:0",
-        "flushDiskType": mode,
-        **(extra or {}),
-    }
-    args = [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
-    return start_service("broker-store", args)
+    return testing_store.start_store(root, flushDiskType=mode, **(extra or {}))
 
 
 class Senders:

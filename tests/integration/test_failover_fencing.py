@@ -26,7 +26,7 @@ from ferry.protocol.messages import (
     StorePutRequest,
 )
 from ferry.protocol.rpc import BlockingClient
-from ferry.runtime.launcher import service_args, start_service
+from ferry.runtime.testing.store import start_store
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -34,14 +34,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 def write_behind_its_back(root: Path, topic: str, body: bytes) -> None:
     """Appends one record to a stopped replica's CommitLog with a store of its own, as a
     master that lost its epoch file, or a disk copied from elsewhere, would leave it."""
-    settings = {
-        "storePathRootDir": str(root),
-        "storeEndpoint": "tcp://127.0.0.1:0",
-        "storeFeedEndpoint": "tcp://127.0.0.1:0",
-        "mappedFileSizeCommitLog": "1048576",
-        "brokerRole": "ASYNC_MASTER",
-    }
-    store = start_service("broker-store", service_args(None, settings))
+    store = start_store(root, mappedFileSizeCommitLog="1048576", brokerRole="ASYNC_MASTER")
     try:
         rec = record.encode_record(topic.encode(), body, record.encode_properties({}))
         with BlockingClient(store.endpoints["endpoint"]) as client:

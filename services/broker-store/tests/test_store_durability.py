@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,58 +34,18 @@ from ferry.protocol.messages import (
     ViewMessageReply,
     ViewMessageRequest,
 )
-from ferry.runtime.launcher import ServiceProcess, start_service
+from ferry.runtime.launcher import ServiceProcess
+from ferry.runtime.offset_names import file_name
+from ferry.runtime.testing import store as testing_store
+from ferry.runtime.testing.pytest_support import RawClient, wait_for
 
 pytestmark = pytest.mark.integration
 
 SEGMENT = 65536
 
 
-class RawClient:
-    """A DEALER speaking the Ferry framing to the store; every reply waited for with a
-    deadline."""
-
-    def __init__(self, endpoint: str) -> None:
-        self.ctx: zmq.Context[Any] = zmq.Context()
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.linger = 0
-        self.sock.connect(endpoint)
-        self.codec = RequestCodec()
-        self._ids = itertools.count(1)
-
-    def call(self, body: Any, payload: list[bytes] | None = None) -> tuple[Any, list[Any]]:
-        rid = next(self._ids)
-        self.sock.send_multipart(self.codec.request_frames(RequestEnvelope(rid, body), payload))
-        if not self.sock.poll(10_000):
-            pytest.fail(f"no reply to {type(body).__name__} within 10 s")
-        env, reply_payload = self.codec.decode_reply(self.sock.recv_multipart()[1:])
-        assert env.id == rid
-        return env.body, reply_payload
-
-    def close(self) -> None:
-        self.ctx.destroy(linger=0)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "it") -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)  # wait-ok: polling interval of a deadline-bounded wait
-    return value
-
-
 def start_store(root: Path, **settings: str) -> ServiceProcess:
-    values = {
-        "storePathRootDir": str(root),
-        "storeEndpoint": "tcp://127.0.0.1:0",
-        "storeFeedEndpoint": "tcp://127.0.0.1:0",
-        "mappedFileSizeCommitLog": str(SEGMENT),
-        **settings,
-    }
-    return start_service(
-        "broker-store", [a for k, v in values.items() for a in ("--set", f"{k}={v}")]
-    )
+    return testing_store.start_store(root, **{"mappedFileSizeCommitLog": str(SEGMENT), **settings})
 
 
 def records(topic: str, bodies: list[bytes]) -> bytes:
@@ -402,7 +362,7 @@ def test_a_subscriber_drops_what_it_applied_past_a_torn_tail(
         client.close()
         sp.kill()
         torn_at = sent[15].phys_offsets[0]  # lost as by a power cut: the subscriber had it
-        with (root / "commitlog" / f"{0:020d}").open("r+b") as f:
+        with (root / "commitlog" / file_name(0)).open("r+b") as f:
             f.seek(torn_at + 100)
             f.write(b"\x00" * 16)
 

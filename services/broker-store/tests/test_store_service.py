@@ -40,24 +40,16 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.version import PROTOCOL_ID
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.launcher import LaunchError, ServiceProcess, start_service
+from ferry.runtime.launcher import LaunchError, ServiceProcess, service_args, start_service
+from ferry.runtime.testing.store import store_settings
 from ferry.store.app import default_endpoints
 
 pytestmark = pytest.mark.integration
 
 
 def store_args(root: Path, *extra: str) -> list[str]:
-    return [
-        "--set",
-        f"storePathRootDir={root}",
-        "--set",
-        "storeEndpoint=tcp://127.0.0.1:0",
-        "--set",
-        "storeFeedEndpoint=tcp://127.0.0.1:0",
-        "--set",
-        "mappedFileSizeCommitLog=65536",
-        *extra,
-    ]
+    settings = store_settings(root, mappedFileSizeCommitLog="65536")
+    return [*service_args(None, settings), *extra]
 
 
 class Client:

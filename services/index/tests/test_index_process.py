@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import subprocess
@@ -23,10 +22,7 @@ from ferry.index.index_store import Geometry, IndexStore
 from ferry.index.keys import key_hash
 from ferry.protocol import record
 from ferry.protocol.codes import ResponseCode
-from ferry.protocol.framing import RequestCodec, RequestEnvelope
 from ferry.protocol.messages import (
-    AnyReply,
-    AnyRequest,
     DispatchNotice,
     ErrorReply,
     IndexQueryReply,
@@ -43,49 +39,15 @@ from ferry.protocol.messages import (
 )
 from ferry.runtime.launcher import ServiceProcess, start_service
 from ferry.runtime.service import Service
+from ferry.runtime.testing.pytest_support import RawClient, wait_for
+from ferry.runtime.testing.store import start_store
 
 pytestmark = pytest.mark.integration
 
 # small files, so that indexes roll and deletions have something to delete
 GEOMETRY = ["--set", "maxHashSlotNum=64", "--set", "maxIndexNum=300"]
+STORE_SEGMENT = "1048576"
 T = TypeVar("T")
-
-
-def wait_for(predicate: Callable[[], T | None], timeout: float, what: str) -> T:
-    """Polls predicate until it returns something; fails the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)  # wait-ok: polling interval of a deadline-bounded wait
-
-
-class RawClient:
-    """A DEALER speaking the Ferry framing, every receive bounded by a poll."""
-
-    def __init__(self, endpoint: str) -> None:
-        self.ctx: zmq.Context[Any] = zmq.Context()
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.linger = 0
-        self.sock.connect(endpoint)
-        self.codec = RequestCodec()
-        self._ids = itertools.count(1)
-
-    def call(self, body: AnyRequest, payload: list[bytes] | None = None) -> tuple[AnyReply, Any]:
-        rid = next(self._ids)
-        self.sock.send_multipart(self.codec.request_frames(RequestEnvelope(rid, body), payload))
-        if not self.sock.poll(10_000):
-            pytest.fail(f"no reply to {type(body).__name__} within 10 s")
-        env, frames = self.codec.decode_reply(self.sock.recv_multipart()[1:])
-        assert env.id == rid
-        return env.body, frames
-
-    def close(self) -> None:
-        self.sock.close()
-        self.ctx.term()
 
 
 class Group:
@@ -94,19 +56,7 @@ class Group:
     def __init__(self, root: Path, *, records_on_feed: bool = False, index: bool = True) -> None:
         self.root = root
         self.records_on_feed = records_on_feed  # rather than read from the log files
-        self.store = start_service(
-            "broker-store",
-            [
-                "--set",
-                f"storePathRootDir={root}",
-                "--set",
-                "storeEndpoint=tcp://127.0.0.1:0",
-                "--set",
-                "storeFeedEndpoint=tcp://127.0.0.1:0",
-                "--set",
-                "mappedFileSizeCommitLog=1048576",
-            ],
-        )
+        self.store = start_store(root, mappedFileSizeCommitLog=STORE_SEGMENT)
         self.store_client = RawClient(self.store.endpoints["endpoint"])
         self.index: ServiceProcess | None = None
         self.index_client: RawClient | None = None
@@ -301,18 +251,11 @@ def test_a_read_held_by_a_killed_store_is_asked_again_of_its_restart(
         f.start()
         store_only.store_client.close()
         store_only.store.kill()
-        store_only.store = start_service(
-            "broker-store",
-            [
-                "--set",
-                f"storePathRootDir={store_only.root}",
-                "--set",
-                f"storeEndpoint={endpoints['endpoint']}",
-                "--set",
-                f"storeFeedEndpoint={endpoints['feed']}",
-                "--set",
-                "mappedFileSizeCommitLog=1048576",
-            ],
+        store_only.store = start_store(
+            store_only.root,
+            storeEndpoint=endpoints["endpoint"],
+            storeFeedEndpoint=endpoints["feed"],
+            mappedFileSizeCommitLog=STORE_SEGMENT,
         )
         store_only.store_client = RawClient(store_only.store.endpoints["endpoint"])
         wait_for(lambda: f.index.applied >= end, 30.0, f"the follower to reach {end}")

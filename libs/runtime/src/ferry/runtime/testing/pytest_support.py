@@ -7,7 +7,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import zmq
@@ -16,8 +16,12 @@ from ferry.protocol.framing import RequestCodec, RequestEnvelope
 from ferry.runtime.testing.cluster import Cluster, running_cluster
 from ferry.runtime.testing.small_disk import small_disk
 
+T = TypeVar("T")
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+
+def wait_for(
+    predicate: Callable[[], T | None], timeout: float = 10.0, what: str = "condition"
+) -> T:
     """Polls predicate until it returns something truthy; fails the test at the deadline."""
     deadline = time.monotonic() + timeout
     while True:

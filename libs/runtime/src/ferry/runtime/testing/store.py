@@ -20,9 +20,6 @@ def store_settings(root: Path | str, **settings: str) -> dict[str, str]:
     }
 
 
-def start_store(
-    root: Path | str, *, ready_timeout: float = 30.0, **settings: str
-) -> ServiceProcess:
+def start_store(root: Path | str, **settings: str) -> ServiceProcess:
     """broker-store on store_settings(root, **settings), once it has said READY."""
-    args = service_args(None, store_settings(root, **settings))
-    return start_service("broker-store", args, ready_timeout=ready_timeout)
+    return start_service("broker-store", service_args(None, store_settings(root, **settings)))
