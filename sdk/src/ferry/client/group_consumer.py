@@ -20,7 +20,8 @@ from ferry.client.message import ConsumeFromWhere, Message, MessageModel, SendRe
 from ferry.client.message_selector import Expression, as_selector, is_sql, subscription_data
 from ferry.client.offset_reset import on_reset_notice
 from ferry.client.offset_store import LocalOffsetStore, open_local_store
-from ferry.client.puller import PullConfig, Puller, PullSink
+from ferry.client.pull_engine import PullConfig, PullSink
+from ferry.client.puller import Puller
 from ferry.client.replier import ReplySend, send_reply
 from ferry.client.route import parse_namesrv
 from ferry.protocol.auth import Credentials

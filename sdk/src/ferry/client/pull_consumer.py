@@ -1,7 +1,8 @@
 """The lite pull consumer (RocketMQ's DefaultLitePullConsumer): subscribe (queues shared with
 the group's other members by rebalancing) or assign (exactly the queues given), poll, commit
-(automatic by default), seek, pause and resume. Pulling itself is in puller.py; this is the
-user-facing side: what to consume, handing messages over, offsets and the group's heartbeat.
+(automatic by default), seek, pause and resume. Pulling itself is in puller.py, the consumer's
+part in its group (rebalance, heartbeat) in pull_member.py; this is the user-facing side: what
+to consume, handing messages over, and offsets.
 
 BROADCASTING consumers read every queue and keep their offsets in a local file (see
 offset_store.py); CLUSTERING ones keep them on the brokers."""
@@ -16,29 +17,18 @@ from collections.abc import Iterable
 from opentelemetry import trace
 
 from ferry.client.consume_state import PollSink, decode_batch
-from ferry.client.group_consumer import GroupConsumer
-from ferry.client.heartbeats import masters_serving, send_heartbeat
 from ferry.client.instance import ClientInstance, not_started
 from ferry.client.message import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue
-from ferry.client.message_selector import Expression, as_selector, subscription_data
-from ferry.client.puller import OffsetRequest, Puller
-from ferry.client.rebalance import assignment
+from ferry.client.message_selector import Expression, as_selector
+from ferry.client.pull_engine import OffsetRequest
+from ferry.client.pull_member import PullGroupMember
+from ferry.client.puller import Puller
 from ferry.client.transport import expect
 from ferry.protocol.auth import Credentials
-from ferry.protocol.errors import (
-    BrokerNotExistError,
-    FerryError,
-    InvalidParameterError,
-    QueryNotFoundError,
-    TopicNotExistError,
-)
+from ferry.protocol.errors import BrokerNotExistError, InvalidParameterError, QueryNotFoundError
 from ferry.protocol.messages import (
-    AnyReply,
-    ConsumerData,
-    ConsumerIdsChangedNotice,
     GetMaxOffsetRequest,
     GetMinOffsetRequest,
-    HeartbeatRequest,
     OffsetReply,
     QueryConsumerOffsetRequest,
 )
@@ -46,10 +36,8 @@ from ferry.protocol.names import check_topic
 
 log = logging.getLogger("ferry.client.consumer")
 
-QUICK_REBALANCE_S = 1.0  # while a subscribed topic has no route or member list yet
 
-
-class PullConsumer(GroupConsumer):
+class PullConsumer(PullGroupMember):
     """poll() is for one thread at a time; commit, seek and the rest may be called from any
     thread. With auto_commit, offsets are committed every auto_commit_interval_ms and at
     shutdown; otherwise call commit()."""
@@ -218,81 +206,6 @@ class PullConsumer(GroupConsumer):
         """The queues being consumed now."""
         return [] if self._puller is None else self._puller.queues()
 
-    def _update_assignment(self) -> None:
-        """Works out the wanted queues (rebalancing subscribed topics across the group's
-        members); may fetch routes and member lists, so never runs on an I/O thread."""
-        with self._rebalance_lock:
-            inst, puller = self._instance, self._puller
-            if inst is None or puller is None:
-                return
-            with self._lock:
-                assigned = None if self._assigned is None else dict(self._assigned)
-                subscriptions = dict(self._subscriptions)
-            if assigned is not None:
-                for topic in {q.topic for q in assigned}:
-                    try:
-                        inst.routes.get(topic)
-                    except FerryError as err:
-                        log.warning("no route for %s yet: %s", topic, err)
-                removed = puller.assign(assigned, set())
-                retry_soon = False
-            else:
-                self._say_missing(inst, subscriptions)
-                plan = assignment(
-                    inst,
-                    self.group,
-                    subscriptions,
-                    broadcasting=self.message_model is MessageModel.BROADCASTING,
-                    strategy=self.allocate,
-                )
-                removed = puller.assign(plan.wanted, plan.keep_topics)
-                retry_soon = plan.retry_soon
-        if removed and self.auto_commit:
-            self._auto_commit()  # the next owner starts where this member stopped
-        if retry_soon and not self._quick_rebalance:
-            self._quick_rebalance = True
-            inst.ticker.later(QUICK_REBALANCE_S, self._quick_update)
-
-    def _say_missing(self, inst: ClientInstance, topics: Iterable[str]) -> None:
-        """A subscribed topic no name server knows (a typo, or not created yet) is said once:
-        poll() returns nothing of it, which is otherwise indistinguishable from no traffic.
-        Asked only while a topic has no route and has not been said (the route fetched here
-        is the one the rebalance uses)."""
-        for topic in topics:
-            if topic in self._said_missing or inst.routes.cached(topic) is not None:
-                continue
-            try:
-                inst.routes.fetch(topic)
-            except TopicNotExistError:
-                self._said_missing.add(topic)
-                log.warning(
-                    "topic %s does not exist (name server %s): consumer group %s gets no "
-                    "messages of it until it is created",
-                    topic,
-                    self.namesrv,
-                    self.group,
-                )
-            except FerryError:
-                continue  # nobody answered: the rebalance's own errors say so
-
-    def _quick_update(self) -> None:
-        self._quick_rebalance = False
-        self._update_assignment()
-
-    def _on_notice(self, _address: str, body: AnyReply) -> None:
-        """The group's members changed: rebalance now (on the timer thread). An admin reset
-        the group's offsets: go on from them."""
-        if self._on_reset(body):
-            return
-        inst = self._instance
-        if (
-            inst is not None
-            and isinstance(body, ConsumerIdsChangedNotice)
-            and body.consumer_group == self.group
-            and self._assigned is None
-        ):
-            inst.ticker.later(0, self._update_assignment)
-
     # ---- poll, commit, seek ----
 
     def poll(self, timeout: float = 5.0) -> list[MessageExt]:
@@ -327,11 +240,6 @@ class PullConsumer(GroupConsumer):
         errors = puller.commit()
         if errors:
             raise errors[0]
-
-    def _auto_commit(self) -> None:
-        if self._puller is not None:
-            for err in self._puller.commit():
-                log.warning("auto commit of %s failed: %s", self.group, err)
 
     def pause(self, queues: Iterable[MessageQueue]) -> None:
         """No more messages of these queues from poll() until resume(); what is buffered for
@@ -371,35 +279,3 @@ class PullConsumer(GroupConsumer):
             raise BrokerNotExistError(f"no address for broker {queue.broker_name}")
         result = inst.connection(addr).request(body, timeout_s=inst.api_timeout_s)
         return expect(result, OffsetReply).offset
-
-    # ---- heartbeat ----
-
-    def heartbeat(self) -> None:
-        """Registers the group's subscriptions with every broker serving them."""
-        inst = self._instance
-        if inst is None:
-            return
-        body = HeartbeatRequest(client_id=inst.client_id, consumers=[self._consumer_data()])
-        for addr in self._broker_addrs():
-            send_heartbeat(inst, addr, body)
-
-    def _consumer_data(self) -> ConsumerData:
-        with self._lock:
-            topics: dict[str, Expression] = dict(self._subscriptions)
-            for queue, expression in (self._assigned or {}).items():
-                topics.setdefault(queue.topic, expression)
-        return ConsumerData(
-            group=self.group,
-            consume_type="PULL",
-            message_model=self.message_model.value,
-            consume_from=self.consume_from.value,
-            subscriptions=[subscription_data(t, e) for t, e in sorted(topics.items())],
-        )
-
-    def _broker_addrs(self) -> set[str]:
-        inst, puller = self._instance, self._puller
-        if inst is None or puller is None:
-            return set()
-        with self._lock:
-            topics = set(self._subscriptions) | puller.topics()
-        return masters_serving(inst, topics)
