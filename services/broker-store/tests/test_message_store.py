@@ -15,6 +15,7 @@ from ferry.protocol import record
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.errors import InvalidParameterError, MessageIllegalError
 from ferry.runtime.dir_lock import DirLockedError
+from ferry.runtime.offset_names import file_name
 from ferry.store.checkpoint import Checkpoint
 from ferry.store.commit_log import CQ_ENTRY
 from ferry.store.flush import Flusher
@@ -83,7 +84,7 @@ def test_consume_queue_entries_hold_offset_size_and_tags_code(
         (result.phys_offsets[1], sizes[1], 0),
         (result.phys_offsets[2], sizes[2], record.tags_code(b"Y")),
     ]
-    raw = (cq.directory / f"{0:020d}").read_bytes()
+    raw = (cq.directory / file_name(0)).read_bytes()
     assert CQ_ENTRY.unpack_from(raw, 20) == entries[1]
 
 
@@ -115,7 +116,7 @@ def test_segments_roll_with_a_blank_tail_and_a_batch_may_span_two_segments(
     second = store.put("Roll", 0, 40, batch("Roll", [body] * 40))
 
     files = segment_files(store)
-    assert [f.name for f in files] == [f"{0:020d}", f"{65536:020d}"]
+    assert [f.name for f in files] == [file_name(0), file_name(65536)]
     assert all(f.stat().st_size == 65536 for f in files)
     in_first = [p for p in second.phys_offsets if p < 65536]
     in_second = [p for p in second.phys_offsets if p >= 65536]
@@ -334,7 +335,7 @@ def test_recovery_truncates_a_torn_tail_and_new_puts_continue(
 
     # Tear the third record of the last batch: garbage in its body breaks its CRC.
     torn_at = last.phys_offsets[2]
-    seg = Path(config.store_path_root_dir) / "commitlog" / f"{65536:020d}"
+    seg = Path(config.store_path_root_dir) / "commitlog" / file_name(65536)
     with seg.open("r+b") as f:
         f.seek(torn_at - 65536 + 200)
         f.write(os.urandom(64))
@@ -365,14 +366,14 @@ def test_recovery_cuts_a_half_written_record_and_drops_segments_past_it(
     crash(store)
     first_lost = cut.phys_offsets[3]
     root = Path(config.store_path_root_dir)
-    seg0 = root / "commitlog" / f"{0:020d}"
+    seg0 = root / "commitlog" / file_name(0)
     with seg0.open("r+b") as f:  # the record's second half never reached the disk
         f.seek(first_lost + 500)
         f.write(bytes(65536 - first_lost - 500))
 
     with MessageStore.open(config) as store:
         assert store.status().max_offset == first_lost
-        assert [f.name for f in segment_files(store)] == [f"{0:020d}"]
+        assert [f.name for f in segment_files(store)] == [file_name(0)]
         assert store.queue_stats("Cut", [0])[0].max_offset == 53
         assert len(all_records(store, "Cut", 0)) == 53
 
@@ -389,7 +390,7 @@ def test_recovery_rebuilds_consume_queue_entries_lost_in_a_crash(
     crash(store)
     root = Path(config.store_path_root_dir)
     # The ConsumeQueue pages written after the flush never reached the disk.
-    q0 = root / "consumequeue" / "Lost" / "0" / f"{0:020d}"
+    q0 = root / "consumequeue" / "Lost" / "0" / file_name(0)
     raw = bytearray(q0.read_bytes())
     raw[10 * 20 :] = bytes(len(raw) - 10 * 20)
     q0.write_bytes(bytes(raw))
@@ -449,11 +450,11 @@ def test_invalid_puts_are_refused_and_leave_the_log_unchanged(
         elif case == "negative_queue":
             queue_id = -1
         before = store.status()
-        log_before = (store.root / "commitlog" / f"{0:020d}").read_bytes()
+        log_before = (store.root / "commitlog" / file_name(0)).read_bytes()
         with pytest.raises(error):
             store.put(topic, queue_id, count, payload)
         assert store.status() == before
-        assert (store.root / "commitlog" / f"{0:020d}").read_bytes() == log_before
+        assert (store.root / "commitlog" / file_name(0)).read_bytes() == log_before
         assert store.queue_stats("Good", [0])[0].max_offset == 2
         after = store.put("Good", 0, 1, batch("Good", [b"next"]))
         assert after.queue_offset == 2

@@ -9,6 +9,7 @@ from typing import Any
 
 from ferry.protocol import record
 from ferry.protocol.codes import PullStatus
+from ferry.runtime.offset_names import file_name
 from ferry.store.store import MessageStore
 
 Crash = Callable[[MessageStore], None]
@@ -25,7 +26,7 @@ def bodies(store: MessageStore, topic: str, queue_id: int) -> list[bytes]:
 
 
 def segment_path(config: Any, start: int) -> Path:
-    return Path(config.store_path_root_dir) / "commitlog" / f"{start:020d}"
+    return Path(config.store_path_root_dir) / "commitlog" / file_name(start)
 
 
 def test_a_clean_start_verifies_nothing_and_rebuilds_nothing(

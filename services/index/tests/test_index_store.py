@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ferry.index.index_file import HEADER_AT, Hit, IndexFile, file_name
+from ferry.index.index_file import HEADER_AT, Hit, IndexFile
 from ferry.index.index_store import Geometry, IndexStore
 from ferry.index.keys import key_hash
 from ferry.protocol import record
+from ferry.runtime.offset_names import file_name
 
 T0 = 1_700_000_000_000
 SMALL = Geometry(slot_count=64, max_entries=10)
@@ -141,7 +142,7 @@ def test_files_roll_by_entry_count_and_a_query_spans_them(index_dir: Path) -> No
     index.apply(log.chunk(), log.end)
     names = sorted(p.name for p in index_dir.iterdir() if p.name.isdigit())
     assert len(names) == 7
-    assert names[1] == f"{offsets[3]:020d}"  # named by the offset of their first record
+    assert names[1] == file_name(offsets[3])  # named by the offset of their first record
     assert find(index, "T", "k") == offsets[::-1]
     assert find(index, "T", "U13", unique=True) == [offsets[13]]
     assert index.stats().entries == 60

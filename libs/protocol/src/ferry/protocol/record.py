@@ -28,6 +28,7 @@ from ferry.protocol.record_layout import (
     OFF_QUEUE_OFFSET,
     OFF_STORE_TIMESTAMP,
     PROPS_LEN,
+    TAIL_SIZE,
     TOPIC_LEN_SIZE,
     fields_at,
 )
@@ -58,7 +59,6 @@ CRC = fields_at("CRC")
 BODY_LEN = fields_at("BODYLEN")
 OFF_OFFSETS = OFF_QUEUE_OFFSET
 OFF_STORE_STAMP = OFF_STORE_TIMESTAMP
-_TAIL_MIN = FIXED_SIZE - OFF_BODY  # TOPICLEN and PROPLEN after the body
 
 # reserved property keys
 PROPERTY_TAGS = "TAGS"
@@ -298,7 +298,7 @@ def check_layout(buf: Any, pos: int, end: int) -> int:
     if size < FIXED_SIZE or pos + size > end:
         raise RecordError(f"bad record size {size} at {pos}")
     (body_len,) = BODY_LEN.unpack_from(buf, pos + OFF_BODYLEN)
-    if body_len < 0 or OFF_BODY + body_len + _TAIL_MIN > size:
+    if body_len < 0 or OFF_BODY + body_len + TAIL_SIZE > size:
         raise RecordError(f"bad body length {body_len} at {pos}")
     topic_len = buf[pos + OFF_BODY + body_len]
     props_at = pos + OFF_BODY + body_len + 1 + topic_len
@@ -319,7 +319,7 @@ def topic_bytes(buf: Any, pos: int) -> bytes:
 def properties_bytes(buf: Any, pos: int, size: int) -> bytes:
     (body_len,) = BODY_LEN.unpack_from(buf, pos + OFF_BODYLEN)
     at = pos + OFF_BODY + body_len
-    return bytes(buf[at + _TAIL_MIN + buf[at] : pos + size])
+    return bytes(buf[at + TAIL_SIZE + buf[at] : pos + size])
 
 
 def tags_code_of(props_raw: bytes) -> int:
@@ -412,7 +412,7 @@ def iter_records(buf: Any, start: int = 0, end: int | None = None) -> Iterator[R
             prepared,
             bytes(mv[pos + OFF_BODY : at]),
             _topic_of(bytes(mv[at + TOPIC_LEN_SIZE : at + TOPIC_LEN_SIZE + topic_len])),
-            decode_properties(mv[at + _TAIL_MIN + topic_len : pos + size]),
+            decode_properties(mv[at + TAIL_SIZE + topic_len : pos + size]),
         )
 
 

@@ -79,7 +79,8 @@ HOST_SIZE = HEAD_FIELDS["BORNHOST"].size
 
 TOPIC_LEN_SIZE = 1  # TOPICLEN u8 after the body
 PROPS_LEN = struct.Struct(">H")  # PROPLEN after the topic
-FIXED_SIZE = OFF_BODY + TOPIC_LEN_SIZE + PROPS_LEN.size  # a record besides body, topic, props
+TAIL_SIZE = TOPIC_LEN_SIZE + PROPS_LEN.size  # TOPICLEN and PROPLEN, after the body
+FIXED_SIZE = OFF_BODY + TAIL_SIZE  # a record besides its body, topic and properties
 MAX_TOPIC_BYTES = 0xFF
 MAX_PROPS_BYTES = 0xFFFF
 CRC_START = OFF_CRC + HEAD_FIELDS["CRC"].size  # the CRC covers every byte after its field

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ferry import native
 from ferry.protocol import record
+from ferry.runtime.offset_names import file_name, parse_file_name
 
 log = logging.getLogger("ferry.runtime.log_reader")
 
@@ -94,7 +95,7 @@ class LogReader:
                     return fd, seg, size
             if not listed:  # a segment made since the last listing
                 self._starts = sorted(
-                    int(name) for name in os.listdir(self._dir) if _is_segment_name(name)
+                    s for s in map(parse_file_name, os.listdir(self._dir)) if s is not None
                 )
         raise OSError(f"no segment of {self._dir} holds offset {offset}")
 
@@ -107,7 +108,7 @@ class LogReader:
             os.close(self._open.pop(seg)[0])  # deleted (retention, or replaced)
         if len(self._open) >= MAX_OPEN:
             os.close(self._open.pop(min(self._open))[0])
-        fd = os.open(self._dir / f"{seg:020d}", os.O_RDONLY)
+        fd = os.open(self._dir / file_name(seg), os.O_RDONLY)
         self._open[seg] = (fd, os.fstat(fd).st_size)
         return self._open[seg]
 
@@ -128,12 +129,8 @@ def _starts_a_record(buf: bytearray, at: int, phys: int, blank_end: int) -> bool
     size, magic = record.PREFIX.unpack_from(buf, at)
     if magic == record.BLANK_MAGIC:
         return size == blank_end - phys
-    if len(buf) - at < record.OFF_OFFSETS + 16:
+    if len(buf) - at < record.OFF_OFFSETS + record.OFFSETS.size:
         return False
     own: int
     _, own = record.OFFSETS.unpack_from(buf, at + record.OFF_OFFSETS)
     return magic == record.MAGIC and own == phys and size <= len(buf) - at
-
-
-def _is_segment_name(name: str) -> bool:
-    return len(name) == 20 and name.isdigit()  # the store's (RocketMQ's) segment names

@@ -14,11 +14,11 @@ key), the records are walked exactly.
 from __future__ import annotations
 
 import re
-import struct
 from typing import Any
 
 from opentelemetry.trace import Span
 
+from ferry.protocol import record_layout
 from ferry.protocol.record import OFF_BODY, OFF_BODYLEN, PROPERTY_UNIQ_KEY, decode_properties
 from ferry.runtime import telemetry
 
@@ -29,8 +29,9 @@ MAX_ID_BYTES = 128
 _UNIQ = re.compile(
     re.escape(PROPERTY_UNIQ_KEY.encode()) + rb"\x01([^\x01\x02]{1,%d})\x02" % MAX_ID_BYTES
 )
-_I32 = struct.Struct(">i")
-_U16 = struct.Struct(">H")
+_SIZE = record_layout.fields_at("TOTALSIZE")
+_BODY_LEN = record_layout.fields_at("BODYLEN")
+_PROPS_LEN = record_layout.PROPS_LEN
 
 
 def record_ids(frame: Any, count: int) -> str:
@@ -48,19 +49,20 @@ def _walk(view: memoryview, count: int) -> list[str]:
     out: list[str] = []
     pos, end = 0, len(view)
     while len(out) < count and pos + OFF_BODY <= end:
-        (size,) = _I32.unpack_from(view, pos)
+        (size,) = _SIZE.unpack_from(view, pos)
         if size < OFF_BODY or pos + size > end:
             break
-        (body_len,) = _I32.unpack_from(view, pos + OFF_BODYLEN)
+        (body_len,) = _BODY_LEN.unpack_from(view, pos + OFF_BODYLEN)
         at = pos + OFF_BODY + max(body_len, 0)
         if at >= pos + size:
             break
-        at += 1 + view[at]  # topic length, topic
-        if at + 2 > pos + size:
+        at += record_layout.TOPIC_LEN_SIZE + view[at]  # topic length, topic
+        if at + _PROPS_LEN.size > pos + size:
             break
-        (props_len,) = _U16.unpack_from(view, at)
+        (props_len,) = _PROPS_LEN.unpack_from(view, at)
+        at += _PROPS_LEN.size
         try:
-            props = decode_properties(bytes(view[at + 2 : at + 2 + props_len]))
+            props = decode_properties(bytes(view[at : at + props_len]))
         except UnicodeDecodeError:
             props = {}
         out.append(props.get(PROPERTY_UNIQ_KEY, "")[:MAX_ID_BYTES])

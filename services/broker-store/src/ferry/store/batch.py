@@ -12,17 +12,18 @@ Python scan below then runs to name the failure, and is the reference the tests 
 
 from __future__ import annotations
 
-import struct
 from typing import Any, NamedTuple
 
 from ferry import native
-from ferry.protocol import record
+from ferry.protocol import record, record_layout
 from ferry.protocol.errors import MessageIllegalError
 
-# TOTALSIZE, MAGIC, (CRC, QUEUEID skipped) FLAG, ..., BODYLEN: one unpack per record
-_HEAD = struct.Struct(">iI8xi64xi")
-assert _HEAD.size == record.OFF_BODY
-_TAGS_KEY = b"TAGS\x01"
+# one unpack per record
+_HEAD = record_layout.fields_struct("TOTALSIZE", "MAGIC", "FLAG", "BODYLEN")
+_TAGS_KEY = record.TAGS_KEY
+_TAGS_END = record.PROP_END_BYTES
+_TOPIC_LEN = record_layout.TOPIC_LEN_SIZE
+_TAIL = record_layout.TAIL_SIZE
 _MAGIC = record.MAGIC
 _FIXED = record.FIXED_SIZE
 _OFF_BODY = record.OFF_BODY
@@ -60,6 +61,7 @@ def scan_batch_py(
     find = buf.find
     startswith = buf.startswith
     tags_code = record.tags_code
+    tail, len_byte, key_len, end_byte = _TAIL, _TOPIC_LEN, len(_TAGS_KEY), _TAGS_END[0]
     pos = 0
     for index in range(count):
         if n - pos < _FIXED:
@@ -69,16 +71,15 @@ def scan_batch_py(
         if magic != _MAGIC or size < _FIXED or end > n or body_len < 0:
             _layout_error(buf, pos, n, index)
         at = pos + _OFF_BODY + body_len  # the topic length byte
-        if at + 3 > end:
+        if at + tail > end:
             _layout_error(buf, pos, n, index)
-        props = at + 3 + buf[at]
+        props = at + tail + buf[at]  # PROPLEN is the two bytes before
         if props > end or props + ((buf[props - 2] << 8) | buf[props - 1]) != end:
             _layout_error(buf, pos, n, index)
-        if buf[at] != topic_len or not startswith(topic_raw, at + 1):
+        if buf[at] != topic_len or not startswith(topic_raw, at + len_byte):
+            named = bytes(buf[at + len_byte : at + len_byte + buf[at]]).decode(errors="replace")
             raise MessageIllegalError(
-                f"record {index} is for topic "
-                f"{bytes(buf[at + 1 : at + 1 + buf[at]]).decode(errors='replace')!r}, "
-                f"not {topic_raw.decode()!r}"
+                f"record {index} is for topic {named!r}, not {topic_raw.decode()!r}"
             )
         if body_len > max_body:
             raise MessageIllegalError(
@@ -91,11 +92,11 @@ def scan_batch_py(
         code = 0
         if props < end:
             i = find(_TAGS_KEY, props, end)
-            while i > props and buf[i - 1] != 2:  # a key starts the properties or follows \x02
+            while i > props and buf[i - 1] != end_byte:  # a key starts them or follows \x02
                 i = find(_TAGS_KEY, i + 1, end)
             if i >= 0:
-                value_end = find(b"\x02", i + 5, end)
-                code = tags_code(buf[i + 5 : value_end if value_end >= 0 else end])
+                value_end = find(_TAGS_END, i + key_len, end)
+                code = tags_code(buf[i + key_len : value_end if value_end >= 0 else end])
         sizes.append(size)
         flags.append(flag)
         tags.append(code)

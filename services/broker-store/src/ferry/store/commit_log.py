@@ -16,14 +16,13 @@ import errno
 import itertools
 import logging
 import os
-import struct
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ferry import native
-from ferry.protocol import record
+from ferry.protocol import record, record_layout
 from ferry.protocol.errors import (
     BrokerSystemError,
     DiskFullError,
@@ -31,14 +30,15 @@ from ferry.protocol.errors import (
     ServiceNotAvailableError,
 )
 from ferry.runtime.files import fsync_dir
-from ferry.store.mapped_file import MappedFile, file_name, parse_file_name
+from ferry.runtime.offset_names import file_name, parse_file_name
+from ferry.store.mapped_file import MappedFile
 
 log = logging.getLogger("ferry.store.commitlog")
 
-BLANK = struct.Struct(">iI")
-# QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET: bytes 12..36 of a record, patched in one call
-FIELDS = struct.Struct(">iiqq")
-CQ_ENTRY = struct.Struct(">qiq")  # commitlog offset, size, tags code
+BLANK = record_layout.PREFIX  # a blank record: [remaining i32][BLANK_MAGIC u32]
+# QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, patched in one call
+FIELDS = record_layout.fields_at("QUEUEID", "FLAG", "QUEUEOFFSET", "PHYSICALOFFSET")
+CQ_ENTRY = record_layout.CQ_ENTRY  # commitlog offset, size, tags code
 CQ_ENTRY_SIZE = CQ_ENTRY.size
 
 
@@ -158,6 +158,8 @@ class CommitLog:
         pack_stamp = record.STORE_STAMP.pack_into
         pack_crc = record.CRC.pack_into
         pack_cq = CQ_ENTRY.pack_into
+        off_fields, off_stamp = record_layout.OFF_QUEUE_ID, record_layout.OFF_STORE_TIMESTAMP
+        off_crc, crc_start = record_layout.OFF_CRC, record_layout.CRC_START
         written: list[tuple[MappedFile, int, int]] = []  # to undo a failed append
         last = bytearray()
         src = 0
@@ -194,9 +196,13 @@ class CommitLog:
                     local = 0
                     for i in range(k, j):
                         size = sizes[i]
-                        pack_fields(out, local + 12, queue_id, flags[i], first_queue_offset + i, at)
-                        pack_stamp(out, local + 56, store_ms, store_host)
-                        pack_crc(out, local + 8, crc32(view[local + 12 : local + size]))
+                        pack_fields(
+                            out, local + off_fields, queue_id, flags[i], first_queue_offset + i, at
+                        )
+                        pack_stamp(out, local + off_stamp, store_ms, store_host)
+                        pack_crc(
+                            out, local + off_crc, crc32(view[local + crc_start : local + size])
+                        )
                         pack_cq(cq, CQ_ENTRY_SIZE * i, at, size, tags[i])
                         phys[i] = at
                         at += size

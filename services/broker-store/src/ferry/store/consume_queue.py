@@ -20,14 +20,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from ferry.runtime.offset_names import file_name, parse_file_name
 from ferry.store.commit_log import CQ_ENTRY, CQ_ENTRY_SIZE
-from ferry.store.mapped_file import (
-    MappedFile,
-    PendingDir,
-    file_name,
-    make_dirs,
-    parse_file_name,
-)
+from ferry.store.mapped_file import MappedFile, PendingDir, make_dirs
 
 log = logging.getLogger("ferry.store.consumequeue")
 

@@ -16,19 +16,7 @@ from pathlib import Path
 from ferry.protocol.errors import BrokerSystemError
 from ferry.runtime.files import fsync_dir
 
-NAME_DIGITS = 20
 PAGE = mmap.PAGESIZE
-
-
-def file_name(start: int) -> str:
-    return f"{start:0{NAME_DIGITS}d}"
-
-
-def parse_file_name(name: str) -> int | None:
-    """The start offset a file name stands for, or None for files that are not ours."""
-    if len(name) != NAME_DIGITS or not name.isdigit():
-        return None
-    return int(name)
 
 
 class MappedFile:

@@ -3,25 +3,24 @@ by its CommitLog offset (what an offset message id decodes to)."""
 
 from __future__ import annotations
 
-import struct
-
-from ferry.protocol import record
+from ferry.protocol import record, record_layout
 from ferry.protocol.errors import QueryNotFoundError
 from ferry.protocol.messages import ConsumeQueueReply, CqEntry
 from ferry.store.commit_log import CommitLog
 from ferry.store.consume_queue import ConsumeQueue
 
-_STORE_MS = struct.Struct(">q")
-_PHYS = struct.Struct(">q")
-OFF_PHYS = record.OFF_OFFSETS + 8
+_STORE_MS = record_layout.fields_at("STORETIMESTAMP")
+_PHYS = record_layout.fields_at("PHYSICALOFFSET")
+OFF_PHYS = record_layout.OFF_PHYS_OFFSET
 
 
 def store_ms_at(log_: CommitLog, phys: int) -> int | None:
     """The store time of the record at phys; None when that part of the log is gone."""
     seg = log_.segment_at(phys)
-    if seg is None or phys + record.OFF_STORE_STAMP + 8 > min(seg.end, log_.end):
+    at = record_layout.OFF_STORE_TIMESTAMP
+    if seg is None or phys + at + _STORE_MS.size > min(seg.end, log_.end):
         return None
-    return int(_STORE_MS.unpack_from(seg.mm, phys - seg.start + record.OFF_STORE_STAMP)[0])
+    return int(_STORE_MS.unpack_from(seg.mm, phys - seg.start + at)[0])
 
 
 def offset_by_time(log_: CommitLog, cq: ConsumeQueue | None, timestamp_ms: int) -> int:

@@ -14,11 +14,10 @@ A clean stop leaves the checkpoint at the log end, so a clean start scans nothin
 from __future__ import annotations
 
 import logging
-import struct
 import zlib
 from typing import Any, NamedTuple
 
-from ferry.protocol import record
+from ferry.protocol import record, record_layout
 from ferry.protocol.errors import InvalidParameterError
 from ferry.protocol.names import check_topic
 from ferry.store.checkpoint import CheckpointData
@@ -27,11 +26,12 @@ from ferry.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 
 log = logging.getLogger("ferry.store.recovery")
 
-# QUEUEID @12, QUEUEOFFSET @20, STORETIMESTAMP @56 and BODYLEN @84 of a record
-_FIELDS = struct.Struct(">12xi4xq28xq20xi")
-# TOTALSIZE @0, MAGIC @4, PHYSICALOFFSET @28 and BODYLEN @84: what the scan checks first
-_SCAN = struct.Struct(">iI20xq48xi")
-_PROPLEN = struct.Struct(">H")
+_FIELDS = record_layout.fields_struct("QUEUEID", "QUEUEOFFSET", "STORETIMESTAMP", "BODYLEN")
+# what the scan checks first
+_SCAN = record_layout.fields_struct("TOTALSIZE", "MAGIC", "PHYSICALOFFSET", "BODYLEN")
+_PROPLEN = record_layout.PROPS_LEN
+_TOPIC_LEN = record_layout.TOPIC_LEN_SIZE
+_TAIL = record_layout.TAIL_SIZE
 _MISSING = object()
 
 
@@ -58,7 +58,13 @@ def find_log_end(log_: CommitLog, start: int) -> int:
     unpack_props = _PROPLEN.unpack_from
     crc32 = zlib.crc32
     unpack_crc = record.CRC.unpack_from
-    magic_ok, blank, fixed, off_body = record.MAGIC, record.BLANK_MAGIC, record.FIXED_SIZE, 88
+    magic_ok, blank, fixed, off_body = (
+        record.MAGIC,
+        record.BLANK_MAGIC,
+        record.FIXED_SIZE,
+        record.OFF_BODY,
+    )
+    topic_len, tail, props_len, off_crc = _TOPIC_LEN, _TAIL, _PROPLEN.size, record_layout.OFF_CRC
     at = start
     while True:
         seg = log_.segment_at(at)
@@ -83,14 +89,17 @@ def find_log_end(log_: CommitLog, start: int) -> int:
                 size < fixed
                 or end > seg_size
                 or body_len < 0
-                or topic_at + 3 > end
+                or topic_at + tail > end
                 or phys != base + pos
             ):
                 return base + pos
-            props_at = topic_at + 1 + mm[topic_at]
-            if props_at + 2 > end or props_at + 2 + unpack_props(mm, props_at)[0] != end:
+            props_at = topic_at + topic_len + mm[topic_at]
+            if (
+                props_at + props_len > end
+                or props_at + props_len + unpack_props(mm, props_at)[0] != end
+            ):
                 return base + pos
-            if unpack_crc(mm, pos + 8)[0] != crc32(view[pos + record.CRC_START : end]):
+            if unpack_crc(mm, pos + off_crc)[0] != crc32(view[pos + record.CRC_START : end]):
                 return base + pos
             pos = end
         at = seg.end
@@ -180,7 +189,8 @@ def _redispatch(log_: CommitLog, queues: ConsumeQueueTable, start: int, end: int
                 break  # the blank tail (everything here was verified)
             queue_id, queue_offset, store_ms, body_len = unpack(mm, pos)
             topic_at = pos + record.OFF_BODY + body_len
-            key = (mm[topic_at + 1 : topic_at + 1 + mm[topic_at]], queue_id)
+            topic_start = topic_at + _TOPIC_LEN
+            key = (mm[topic_start : topic_start + mm[topic_at]], queue_id)
             cq = by_key.get(key, _MISSING)
             if cq is _MISSING:
                 cq = by_key[key] = _queue_of(queues, key[0], queue_id, base + pos)
@@ -195,7 +205,7 @@ def _redispatch(log_: CommitLog, queues: ConsumeQueueTable, start: int, end: int
                         cq.max_offset,
                     )
                 else:
-                    props = mm[topic_at + 3 + mm[topic_at] : pos + size]
+                    props = mm[topic_at + _TAIL + mm[topic_at] : pos + size]
                     cq.append(CQ_ENTRY.pack(base + pos, size, record.tags_code_of(props)), store_ms)
                     count += 1
             pos += size

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import zlib
 from typing import NamedTuple
 
-from ferry.protocol import record
+from ferry.protocol import record, record_layout
 from ferry.protocol.errors import IllegalStateError, InvalidParameterError
 from ferry.store.commit_log import CQ_ENTRY, CommitLog
 from ferry.store.store import MessageStore
 
 log = logging.getLogger("ferry.store.replica")
 
-# QUEUEID @12, QUEUEOFFSET @20, PHYSICALOFFSET @28, STORETIMESTAMP @56, BODYLEN @84
-_FIELDS = struct.Struct(">12xi4xqq20xq20xi")
-_PROPLEN = struct.Struct(">H")
+_FIELDS = record_layout.fields_struct(
+    "QUEUEID", "QUEUEOFFSET", "PHYSICALOFFSET", "STORETIMESTAMP", "BODYLEN"
+)
+_TOPIC_LEN = record_layout.TOPIC_LEN_SIZE
 
 
 class RawRange(NamedTuple):
@@ -186,16 +186,18 @@ def _check(view: memoryview, from_offset: int, seg_size: int) -> _Plan:
         queue_id, queue_offset, phys, store_ms, body_len = fields(view, i)
         if phys != at:
             raise InvalidParameterError(f"record at {at} says it lies at {phys}")
-        if crc_of(view, i + 8)[0] != crc32(view[i + record.CRC_START : i + size]):
+        if crc_of(view, i + record_layout.OFF_CRC)[0] != crc32(
+            view[i + record.CRC_START : i + size]
+        ):
             raise InvalidParameterError(f"record at {at} fails its CRC")
         topic_at = i + record.OFF_BODY + body_len
-        if body_len < 0 or topic_at + 3 > i + size:
+        if body_len < 0 or topic_at + record_layout.TAIL_SIZE > i + size:
             raise InvalidParameterError(f"record at {at} has a bad body length")
         topic_len = view[topic_at]
-        props_at = topic_at + 1 + topic_len
-        if props_at + 2 > i + size:
+        props_at = topic_at + _TOPIC_LEN + topic_len
+        if props_at + record_layout.PROPS_LEN.size > i + size:
             raise InvalidParameterError(f"record at {at} has a bad topic length")
-        raw_topic = bytes(view[topic_at + 1 : props_at])
+        raw_topic = bytes(view[topic_at + _TOPIC_LEN : props_at])
         topic = topics.get(raw_topic)
         if topic is None:
             topic = topics[raw_topic] = raw_topic.decode(errors="replace")
@@ -208,7 +210,9 @@ def _check(view: memoryview, from_offset: int, seg_size: int) -> _Plan:
                 f"{run.first + run.count}"
             )
         run.entries += pack_entry(
-            at, size, record.tags_code_of(bytes(view[props_at + 2 : i + size]))
+            at,
+            size,
+            record.tags_code_of(bytes(view[props_at + record_layout.PROPS_LEN.size : i + size])),
         )
         run.count += 1
         run.store_ms = store_ms

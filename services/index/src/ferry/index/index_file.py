@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 from ferry import native
 from ferry.protocol.errors import BrokerSystemError
+from ferry.runtime.offset_names import parse_file_name
 
 MAGIC = 0x46494458  # "FIDX"
 VERSION = 1
@@ -45,7 +46,6 @@ SLOT = struct.Struct("<I")
 ENTRY = struct.Struct("<QqqII")  # key hash, CommitLog offset, store ms, prev entry, marker
 ENTRY_SIZE = ENTRY.size
 ENTRY_MARKER = 0xE7E7E7E7  # never zero: an entry of zeros was never written
-NAME_DIGITS = 20
 NO_TIME = -1
 RESERVE_ENTRIES = 65_536  # entries allocated on disk at a time (2 MiB)
 
@@ -70,16 +70,6 @@ class Header(NamedTuple):
     begin_phys: int = -1
     end_phys: int = -1
     applied: int = 0
-
-
-def file_name(begin_phys: int) -> str:
-    return f"{begin_phys:0{NAME_DIGITS}d}"
-
-
-def parse_file_name(name: str) -> int | None:
-    if len(name) != NAME_DIGITS or not name.isdigit():
-        return None
-    return int(name)
 
 
 def file_size(slot_count: int, max_entries: int) -> int:

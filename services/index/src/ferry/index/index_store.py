@@ -15,10 +15,11 @@ import operator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ferry.index.index_file import Hit, IndexFile, IndexFileError, file_name, parse_file_name
+from ferry.index.index_file import Hit, IndexFile, IndexFileError
 from ferry.index.keys import Indexed, indexed_records
 from ferry.protocol import record
 from ferry.runtime.files import fsync_dir
+from ferry.runtime.offset_names import file_name, parse_file_name
 
 log = logging.getLogger("ferry.index.store")
 _HASHES = operator.itemgetter(2)
@@ -245,7 +246,9 @@ def _decodable_prefix(buf: Any) -> list[Indexed]:
     out: list[Indexed] = []
     pos = 0
     while pos < len(data):
-        size = record.PREFIX.unpack_from(data, pos)[0] if len(data) - pos >= 8 else 0
+        size = (
+            record.PREFIX.unpack_from(data, pos)[0] if len(data) - pos >= record.PREFIX.size else 0
+        )
         if size <= 0:
             break
         try:

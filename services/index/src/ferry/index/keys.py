@@ -14,21 +14,21 @@ once under load, and the collector walking them cost more than the scan.
 from __future__ import annotations
 
 import hashlib
-import struct
 from typing import Any
 
 from ferry import native
-from ferry.protocol import record
+from ferry.protocol import record, record_layout
 
 KEY_SPACE = b"K"
 UNIQUE_SPACE = b"U"
-TX_ROLLBACK = record.SYSFLAG_TX_PREPARED | record.SYSFLAG_TX_COMMIT  # both bits: rollback
+TX_ROLLBACK = record_layout.SYSFLAG_TX_ROLLBACK  # both transaction bits
 _KEYS = f"{record.PROPERTY_KEYS}{record.PROP_SEP}".encode()
 _UNIQ_KEY = f"{record.PROPERTY_UNIQ_KEY}{record.PROP_SEP}".encode()
-# TOTALSIZE @0, MAGIC @4, PHYSICALOFFSET @28, SYSFLAG @36, STORETIMESTAMP @56 and BODYLENGTH
-# @84 of a record: one unpack per record
-_HEAD = struct.Struct(">iI20xqi16xq20xi")
-assert _HEAD.size == record.OFF_BODY
+# one unpack per record
+_HEAD = record_layout.fields_struct(
+    "TOTALSIZE", "MAGIC", "PHYSICALOFFSET", "SYSFLAG", "STORETIMESTAMP", "BODYLEN"
+)
+_END = record.PROP_END_BYTES
 _MAX_PREFIXES = 4096  # topics whose hash prefixes are kept (a few, normally)
 
 
@@ -68,6 +68,9 @@ def indexed_records_py(buf: Any) -> list[Indexed]:
     from_bytes = int.from_bytes
     prefixes = _prefixes
     magic_ok, blank, fixed = record.MAGIC, record.BLANK_MAGIC, record.FIXED_SIZE
+    tail, len_byte = record_layout.TAIL_SIZE, record_layout.TOPIC_LEN_SIZE
+    props_len = record_layout.PROPS_LEN.size
+    end_byte, keys_len, uniq_len = _END[0], len(_KEYS), len(_UNIQ_KEY)
     out: list[Indexed] = []
     pos = 0
     while pos < end:
@@ -86,16 +89,16 @@ def indexed_records_py(buf: Any) -> list[Indexed]:
             raise record.RecordError(f"bad record at {pos}")
         stop = pos + size
         at = pos + record.OFF_BODY + body_len  # the topic length byte
-        if size < fixed or stop > end or body_len < 0 or at + 3 > stop:
+        if size < fixed or stop > end or body_len < 0 or at + tail > stop:
             raise record.RecordError(f"bad record at {pos}")
-        topic_end = at + 1 + data[at]
-        props = topic_end + 2
+        topic_end = at + len_byte + data[at]
+        props = topic_end + props_len  # PROPLEN is the two bytes at topic_end
         if props > stop or props + ((data[topic_end] << 8) | data[topic_end + 1]) != stop:
             raise record.RecordError(f"record sizes disagree at {pos}")
         pos = stop
         if sysflag & TX_ROLLBACK == TX_ROLLBACK or props == stop:
             continue
-        topic = data[at + 1 : topic_end]
+        topic = data[at + len_byte : topic_end]
         spaces = prefixes.get(topic)
         if spaces is None:
             if len(prefixes) >= _MAX_PREFIXES:
@@ -106,26 +109,26 @@ def indexed_records_py(buf: Any) -> list[Indexed]:
             )
         hashes: list[int] = []
         i = find(_KEYS, props, stop)
-        while i > props and data[i - 1] != 2:  # a name starts the properties or follows \x02
+        while i > props and data[i - 1] != end_byte:  # a name starts them or follows \x02
             i = find(_KEYS, i + 1, stop)
         if i >= 0:
-            value_end = find(b"\x02", i + 5, stop)
-            value = data[i + 5 : stop if value_end < 0 else value_end]
+            value_end = find(_END, i + keys_len, stop)
+            value = data[i + keys_len : stop if value_end < 0 else value_end]
             keys = value.decode(errors="replace").split()
             for k in dict.fromkeys(keys) if len(keys) > 1 else keys:
                 h = spaces[0].copy()  # the prefix hashed once per topic, not per key
                 h.update(k.encode())
                 hashes.append(from_bytes(h.digest(), "little"))
         i = find(_UNIQ_KEY, props, stop)
-        while i > props and data[i - 1] != 2:
+        while i > props and data[i - 1] != end_byte:
             i = find(_UNIQ_KEY, i + 1, stop)
         if i >= 0:
-            value_end = find(b"\x02", i + 9, stop)
+            value_end = find(_END, i + uniq_len, stop)
             if value_end < 0:
                 value_end = stop
-            if value_end > i + 9:
+            if value_end > i + uniq_len:
                 h = spaces[1].copy()
-                h.update(data[i + 9 : value_end])
+                h.update(data[i + uniq_len : value_end])
                 hashes.append(from_bytes(h.digest(), "little"))
         if hashes:
             out.append((phys, store_ms, hashes))

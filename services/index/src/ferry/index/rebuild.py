@@ -17,9 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ferry.index.follower import LogFollower
-from ferry.index.index_file import parse_file_name
 from ferry.index.index_store import Geometry, IndexStore
 from ferry.runtime.files import fsync_dir
+from ferry.runtime.offset_names import parse_file_name
 from ferry.runtime.service import Peer, Service
 
 log = logging.getLogger("ferry.index.rebuild")

@@ -14,10 +14,9 @@ sysflag, store time and PREPAREDTXOFFSET.
 
 from __future__ import annotations
 
-import struct
 from typing import Any, NamedTuple
 
-from ferry.protocol import record
+from ferry.protocol import record, record_layout
 from ferry.protocol.names import (
     TRAN_END_COMMITTING,
     TRAN_END_PROPERTY,
@@ -31,9 +30,10 @@ from ferry.scheduler.checkback.half_table import HalfMessage, Mark
 # 10 s (STORE_TIMEOUT_S there): a copy stored later than this after its mark is not looked for
 COPY_WINDOW_MS = 10_000
 
-_SIZE_MAGIC = struct.Struct(">iI")
-# size, magic, then (skipping to them) SYSFLAG at 36, STORETIMESTAMP at 56, PREPAREDTXOFFSET at 76
-_HEAD = struct.Struct(">iI28xi16xq12xq")
+_SIZE_MAGIC = record_layout.PREFIX
+_HEAD = record_layout.fields_struct(
+    "TOTALSIZE", "MAGIC", "SYSFLAG", "STORETIMESTAMP", "PREPAREDTXOFFSET"
+)
 
 
 class Ended(NamedTuple):
@@ -78,7 +78,7 @@ def find_copies(buf: Any, wanted: set[int], until_ms: int) -> tuple[set[int], bo
     stop = len(buf)
     pos = 0
     commit = record.SYSFLAG_TX_COMMIT
-    while pos + 8 <= stop:
+    while pos + _SIZE_MAGIC.size <= stop:
         if stop - pos >= record.OFF_BODY:
             size, magic, sysflag, store_ms, prepared = _HEAD.unpack_from(buf, pos)
         else:
