@@ -21,7 +21,7 @@ TIMED = (
     ("ferry.runtime.service", "Service", "send_reply"),
     ("ferry.runtime.service", "Peer", "request"),
     ("ferry.runtime.service", "Peer", "_on_readable"),
-    ("ferry.store.app", "StoreApp", "_put"),
+    ("ferry.store.put_handler", "PutHandler", "put"),
     ("ferry.store.store", "MessageStore", "put"),
     ("ferry.remoting.send", "SendProcessor", "handle"),
 )
