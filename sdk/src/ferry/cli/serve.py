@@ -26,6 +26,7 @@ BROKER_GROUP = (
     "checkback",
     "ha-replicator",
     "broker-remoting",
+    "broker-agent",  # controller mode's
 )
 
 
@@ -89,34 +90,35 @@ def on_signals() -> threading.Event:
     return stop
 
 
-def supervise(
-    cluster: Any,
-    stop: threading.Event,
-    say: Callable[[str], None],
-    agent_config: Any = None,
-) -> None:
-    """Restarts cluster's services that exit until `stop` is set, then stops them all;
-    exits 1 if every service was given up on. agent_config (a BrokerConfig in controller
-    mode): a broker agent speaks for the group to the controller meanwhile."""
+def tree_supervisor(cluster: Any, say: Callable[[str], None]) -> Any:
+    """The Supervisor of a command's process tree, its lines prefixed `[supervisor]`."""
     from ferry.runtime.supervisor import Supervisor
 
-    supervisor = Supervisor(
+    return Supervisor(
         cluster,
         say=lambda message: say(f"[supervisor] {message}"),
         error=lambda message: fail(f"[supervisor] {message}"),
     )
-    agent = None
-    if agent_config is not None:
-        from ferry.runtime.broker_agent import BrokerAgent
 
-        agent = BrokerAgent(agent_config, cluster, supervisor, lambda m: say(f"[agent] {m}"))
-        agent.start()
+
+def supervise(
+    cluster: Any,
+    stop: threading.Event,
+    say: Callable[[str], None],
+    supervisor: Any = None,
+    channel: Any = None,
+) -> None:
+    """Restarts cluster's services that exit until `stop` is set, then stops them all;
+    exits 1 if every service was given up on. supervisor: one made already (tree_supervisor);
+    channel: the tree's channel to its broker agent (controller mode), stopped after them."""
+    if supervisor is None:
+        supervisor = tree_supervisor(cluster, say)
     try:
         kept = supervisor.run(stop)
     finally:
-        if agent is not None:
-            agent.stop()
-        cluster.stop()
+        cluster.stop()  # the agent first: it was started last
+        if channel is not None:
+            channel.stop()
     if not kept:
         raise typer.Exit(1)
 
@@ -157,26 +159,60 @@ def _serve_broker(conf: Path | None, overrides: list[str]) -> None:
     from ferry.runtime.supervisor import RestartPolicy
 
     relay = LineRelay()
+    channel = None
     try:
         parsed = parse_overrides(overrides)
         config = load_config(BrokerConfig, conf, parsed)
         RestartPolicy.from_env()  # a bad FERRY_RESTART_POLICY fails before anything starts
         stop = on_signals()
         cluster = LocalCluster()
-        if config.enable_controller_mode:  # every replica starts as a slave; the agent knows
-            parsed = {**parsed, "brokerRole": "SLAVE"}
+        controlled = config.enable_controller_mode
         start_broker_services(
             cluster,
             str(config.store_root),
             namesrv_addr=config.namesrv_addr,
             broker_port=config.listen_port,
             conf_file=str(conf) if conf else None,
-            overrides=parsed,
+            # every replica starts as a slave; the agent knows
+            overrides={**parsed, "brokerRole": "SLAVE"} if controlled else parsed,
             sink=relay.service_line,
             store_endpoint=config.store_endpoint or "tcp://127.0.0.1:0",
         )
+        supervisor = tree_supervisor(cluster, relay.write)
+        if controlled:
+            channel = _start_agent(cluster, supervisor, config, conf, parsed, relay)
     except FerryError as err:
         fail(str(err))
         raise typer.Exit(1) from None
     relay.write(f"READY broker addr={cluster.broker_addr} ha={cluster.ha_addr}")
-    supervise(cluster, stop, relay.write, config if config.enable_controller_mode else None)
+    supervise(cluster, stop, relay.write, supervisor, channel)
+
+
+def _start_agent(
+    cluster: Any,
+    supervisor: Any,
+    config: Any,
+    conf: Path | None,
+    parsed: dict[str, str],
+    relay: Any,
+) -> Any:
+    """The tree's channel, and the broker agent on it (its lines prefixed `[agent]`); returns
+    the channel."""
+    from ferry.runtime.security import settings
+    from ferry.runtime.tree_channel import TreeChannel, start_agent
+
+    settings.configure(config)  # the channel checks requests as the tree's services do
+    channel = TreeChannel(cluster, supervisor)
+    try:
+        start_agent(
+            cluster,
+            supervisor,
+            channel.start(),
+            conf_file=str(conf) if conf else None,
+            overrides=parsed,  # its brokerRole: what the replica serves as master
+            sink=lambda _name, line: relay.service_line("agent", line),
+        )
+    except BaseException:
+        channel.stop()
+        raise
+    return channel

@@ -136,6 +136,9 @@ class RequestCode(IntEnum):
     # Ferry-only: every user and ACL of a broker at once (a slave's remoting asks its master's)
     GET_AUTH_SNAPSHOT = 10080
     PUSH_AUTH_SNAPSHOT = 10081
+    # Ferry-only, controller mode: a broker tree's agent asks its supervisor (messages.tree)
+    TREE_STATUS = 10100
+    TREE_RECONFIGURE = 10101
 
 
 class ResponseCode(IntEnum):

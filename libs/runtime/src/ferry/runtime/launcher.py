@@ -39,6 +39,8 @@ MODULES = {
     "scheduler": "ferry.scheduler",
     "checkback": "ferry.scheduler.checkback",
     "controller": "ferry.controller",
+    # controller mode's broker side, a process of each `ferry serve broker` tree
+    "broker-agent": "ferry.controller.agent",
     # a whole broker group as one process tree (`ferry serve broker`): a replica of controller
     # mode, whose loss models a lost machine; started with ["serve", "broker", …]
     "broker": "ferry.cli",

@@ -55,6 +55,7 @@ _PINS: dict[str, tuple[tuple[str, str, bool], ...]] = {
         ("addr", "--set listenPort", True),
         ("metrics", "--set metricsPromExporterPort", True),
     ),
+    # broker-agent: no port (the tree's channel is the supervisor's, passed in its env)
 }
 
 
@@ -177,6 +178,14 @@ class Supervisor:
         self.restarts = 0
         # (service name, broker.conf keys) to restart with: reconfigure() from any thread
         self._changes: queue.SimpleQueue[tuple[str, dict[str, str]]] = queue.SimpleQueue()
+
+    def add(self, sp: ServiceProcess) -> None:
+        """Supervises sp too, a process started after the supervisor was made (the broker
+        agent, which needs the supervisor's channel first). Before run() only."""
+        self.cluster.processes.append(sp)
+        self._watches.append(
+            _Watch(pinned_args(sp), self.policy.first_wait, up_since=time.monotonic())
+        )
 
     def reconfigure(self, name: str, settings: Mapping[str, str]) -> None:
         """Restarts every process of service `name` cleanly with `settings` added to its

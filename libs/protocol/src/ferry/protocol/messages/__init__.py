@@ -5,8 +5,8 @@ field's type never changes; unknown fields are ignored; a tag is never reused.
 Each request names its RocketMQ request code in `code` (Ferry-only requests use 10000+).
 
 The structs live in one module per role (common, namesrv, client, store, index, scheduler, ha,
-admin, controller, auth, security); each spells its own request and reply unions beside its
-structs, so mypy sees every member, and AnyRequest / AnyReply below join them.
+admin, controller, auth, security, tree); each spells its own request and reply unions beside
+its structs, so mypy sees every member, and AnyRequest / AnyReply below join them.
 test_messages.py fails when a Request or Reply subclass is left out of its module's union.
 Tags are explicit strings, so moving a struct between modules changes nothing on the wire.
 """
@@ -31,6 +31,7 @@ from ferry.protocol.messages import (
     scheduler,
     security,
     store,
+    tree,
 )
 from ferry.protocol.messages.admin import *  # noqa: F403
 from ferry.protocol.messages.auth import *  # noqa: F403
@@ -48,6 +49,7 @@ from ferry.protocol.messages.reply import *  # noqa: F403
 from ferry.protocol.messages.scheduler import *  # noqa: F403
 from ferry.protocol.messages.security import *  # noqa: F403
 from ferry.protocol.messages.store import *  # noqa: F403
+from ferry.protocol.messages.tree import *  # noqa: F403
 
 AnyRequest: TypeAlias = (
     common.CommonRequest
@@ -65,6 +67,7 @@ AnyRequest: TypeAlias = (
     | controller.ControllerRequest
     | auth.AuthRequest
     | security.SecurityRequest
+    | tree.TreeRequest
 )
 
 AnyReply: TypeAlias = (
@@ -82,6 +85,7 @@ AnyReply: TypeAlias = (
     | broker_admin.BrokerAdminReply
     | controller.ControllerReply
     | auth.AuthReply
+    | tree.TreeReply
 )
 
 

@@ -233,6 +233,8 @@ INTERNAL_TYPES: tuple[type[Any], ...] = (
     m.GrantWriteLeaseRequest,
     m.ControllerRegisterBrokerRequest,
     m.ControllerHeartbeatRequest,
+    m.TreeStatusRequest,
+    m.TreeReconfigureRequest,
 )
 RULES.update(dict.fromkeys(INTERNAL_TYPES, _internal))
 

@@ -1,5 +1,5 @@
-"""Controller mode's broker side: a thread in `ferry serve broker` that speaks for its broker
-group's replica to the controller (RocketMQ 5's ReplicasManager).
+"""Controller mode's broker side: the agent of a `ferry serve broker` tree, which speaks for its
+broker group's replica to the controller (RocketMQ 5's ReplicasManager).
 
 Every brokerHeartbeatInterval it reads its store's log end (and, as master, which slaves are in
 sync), heartbeats to the controller and follows the answer:
@@ -19,21 +19,19 @@ sync), heartbeats to the controller and follows the answer:
 - no answer: nothing; the lease runs out by itself, so an isolated master stops taking writes
   before the controller may elect another.
 
-Services take a role only at start (Supervisor.reconfigure restarts them with new keys). The
-index serves any role and keeps running.
+Services take a role only at start: the tree's supervisor restarts them with new keys when the
+agent asks (tree.Tree.reconfigure). The index serves any role and keeps running.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import zmq
-
+from ferry.controller.agent.tree import Tree
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.messages import (
     AnyRequest,
@@ -48,14 +46,11 @@ from ferry.protocol.messages import (
     HaStatusRequest,
     StoreStatusReply,
     StoreStatusRequest,
+    TreeProcess,
 )
 from ferry.protocol.messages.controller import MASTER_ROLE, SLAVE_ROLE
-from ferry.protocol.rpc import BlockingClient
 from ferry.runtime import epoch_file
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.launcher import LocalCluster, ServiceProcess
-from ferry.runtime.security.curve import internal_client
-from ferry.runtime.supervisor import Supervisor
 
 log = logging.getLogger("ferry.broker_agent")
 
@@ -66,7 +61,6 @@ ROLE_SERVICES = ("broker-store", "scheduler", "checkback", "ha-replicator", "bro
 FIRST_ON_PROMOTION = ("broker-store", "ha-replicator", "broker-remoting")
 ASK_TIMEOUT_MS = 1000
 NO_END = 1 << 62  # "wherever the log ends" for truncate_point: the cut is not clamped to it
-LOCAL_TIMEOUT_MS = 500  # the group's own services, on this host
 
 
 def entries(epochs: Sequence[EpochEntry]) -> list[tuple[int, int]]:
@@ -74,25 +68,15 @@ def entries(epochs: Sequence[EpochEntry]) -> list[tuple[int, int]]:
 
 
 class BrokerAgent:
+    """One round at a time (beat), every brokerHeartbeatInterval from the agent's loop."""
+
     def __init__(
-        self,
-        config: BrokerConfig,
-        cluster: LocalCluster,
-        supervisor: Supervisor,
-        say: Callable[[str], None] = print,
+        self, config: BrokerConfig, tree: Tree, say: Callable[[str], None] = print
     ) -> None:
         self.config = config
-        self.cluster = cluster
-        self.supervisor = supervisor
+        self.tree = tree  # started: its endpoints are known
         self._say = say
         self.root = Path(config.store_root).resolve()
-        # the controller and the tree's services take requests only from the cluster itself
-        self._credentials = config.inner_credentials() if config.authentication_enabled else None
-        self._curve = (
-            internal_client(config.server_key_pair()[0], config.internal_key_pair())
-            if config.tls_enable
-            else None
-        )
         self.replica_id = config.broker_id
         # the role it serves as master: broker.conf's, or SYNC_MASTER where that says SLAVE
         self.master_role = config.broker_role if config.broker_role != "SLAVE" else "SYNC_MASTER"
@@ -106,31 +90,18 @@ class BrokerAgent:
         self._caught_up: dict[int, float] = {}  # slave id -> when it last was at the log end
         self._controllers = [a.strip() for a in config.controller_addr.split(";") if a.strip()]
         self._next = 0  # the controller asked first (the last one that answered)
-        self._ctx: zmq.Context[Any] = zmq.Context()
-        self._stop = threading.Event()
-        # a promotion's second half (_promote_rest), and the remoting it waits to see replaced
+        # a promotion's second half (_promote_rest), and the remoting (its pid) it waits to
+        # see replaced
         self._promote_later: list[str] = []
-        self._old_remoting: object = None
+        self._old_remoting: int | None = None
         self._rebuilds = 0  # cuts in a row to rebuild a diverged slave
-        self._thread = threading.Thread(target=self._run, name="broker-agent", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._ctx.destroy(linger=0)
-
-    def _run(self) -> None:
-        interval = self.config.broker_heartbeat_interval / 1000
-        while not self._stop.is_set():
-            began = time.monotonic()
-            try:
-                self.beat()
-            except Exception:  # the agent must outlive any one bad answer
-                log.exception("broker agent: a heartbeat round failed")
-            self._stop.wait(max(0.0, interval - (time.monotonic() - began)))
+    def round(self) -> None:
+        """beat(), whatever it raises: the agent must outlive any one bad answer."""
+        try:
+            self.beat()
+        except Exception:
+            log.exception("broker agent: a heartbeat round failed")
 
     # ---- one round ----
 
@@ -151,8 +122,8 @@ class BrokerAgent:
                 cluster=self.config.broker_cluster_name,
                 broker_name=self.config.broker_name,
                 replica_id=self.replica_id,
-                addr=self.cluster.broker_addr,
-                ha_addr=self.cluster.ha_addr,
+                addr=self.tree.broker_addr,
+                ha_addr=self.tree.ha_addr,
                 max_offset=end,
                 epoch=self.epoch,
                 role=self.role,
@@ -174,8 +145,8 @@ class BrokerAgent:
                 cluster=self.config.broker_cluster_name,
                 broker_name=self.config.broker_name,
                 replica_id=self.replica_id,
-                addr=self.cluster.broker_addr,
-                ha_addr=self.cluster.ha_addr,
+                addr=self.tree.broker_addr,
+                ha_addr=self.tree.ha_addr,
                 priority=self.config.broker_election_priority,
                 max_offset=end,
                 epochs=[EpochEntry(e, s) for e, s in epoch_file.load(self.root)],
@@ -216,13 +187,17 @@ class BrokerAgent:
             f"elected master of {self.config.broker_name} at epoch {reply.epoch}: restarting "
             f"{', '.join(ROLE_SERVICES)} as {self.master_role}"
         )
-        self._old_remoting = self._remoting()
+        old = self._remoting()
+        self._old_remoting = old.pid if old is not None else None
         for name in FIRST_ON_PROMOTION:
-            self.supervisor.reconfigure(name, {"brokerRole": self.master_role})
+            self.tree.reconfigure(name, {"brokerRole": self.master_role})
         self._promote_later = [n for n in ROLE_SERVICES if n not in FIRST_ON_PROMOTION]
 
-    def _remoting(self) -> ServiceProcess | None:
-        return next((p for p in self.cluster.processes if p.name == "broker-remoting"), None)
+    def _remoting(self) -> TreeProcess | None:
+        status = self.tree.status()
+        if status is None:
+            return None
+        return next((p for p in status.processes if p.name == "broker-remoting"), None)
 
     def _promote_rest(self) -> None:
         """The rest of a promotion, once remoting runs as master again (or at once when this
@@ -230,13 +205,16 @@ class BrokerAgent:
         if not self._promote_later or self.role != MASTER_ROLE:
             self._promote_later = []
             return
-        remoting = self._remoting()
+        status = self.tree.status()
+        if status is None:
+            return  # the supervisor did not answer: the next round asks again
+        remoting = next((p for p in status.processes if p.name == "broker-remoting"), None)
         if remoting is not None and (
-            remoting is self._old_remoting or not (remoting.announced and remoting.alive())
+            remoting.pid == self._old_remoting or not (remoting.announced and remoting.alive)
         ):
             return  # the supervisor has not restarted it yet, or it is not ready
         for name in self._promote_later:
-            self.supervisor.reconfigure(name, {"brokerRole": self.master_role})
+            self.tree.reconfigure(name, {"brokerRole": self.master_role})
         self._promote_later = []
 
     def _become_slave(self, reply: ControllerHeartbeatReply, end: int) -> None:
@@ -269,7 +247,7 @@ class BrokerAgent:
         )
         settings = {"brokerRole": "SLAVE", "haMasterAddress": reply.master_ha_addr}
         for name in names:
-            self.supervisor.reconfigure(name, settings)
+            self.tree.reconfigure(name, settings)
 
     # ---- the group's own services ----
 
@@ -278,15 +256,15 @@ class BrokerAgent:
         grant = GrantWriteLeaseRequest(
             until_monotonic=until, epoch=epoch, sync_state_set=sync_state_set or []
         )
-        self._local(self.cluster.store_endpoint, grant)
-        answer = self._local(self.cluster.broker_addr, grant)
+        self._local(self.tree.store_endpoint, grant)
+        answer = self._local(self.tree.broker_addr, grant)
         if answer is not None:
             self.lease_until = until
 
     def _rebuild_if_diverged(self, end: int) -> bool:
         """A slave its master refuses (diverged bytes) cuts its log back and replicates
         again, a segment further back each time, instead of staying out of sync."""
-        answer = self._local(self.cluster.ha_addr, HaStatusRequest())
+        answer = self._local(self.tree.ha_addr, HaStatusRequest())
         if not isinstance(answer, HaStatusReply) or not answer.error:
             if isinstance(answer, HaStatusReply) and answer.connected:
                 self._rebuilds = 0
@@ -303,17 +281,17 @@ class BrokerAgent:
         )
         settings = {"brokerRole": "SLAVE", "haMasterAddress": self.master_ha}
         for name in ("broker-store", "ha-replicator"):
-            self.supervisor.reconfigure(name, settings)
+            self.tree.reconfigure(name, settings)
         return True
 
     def _log_end(self) -> int | None:
-        answer = self._local(self.cluster.store_endpoint, StoreStatusRequest())
+        answer = self._local(self.tree.store_endpoint, StoreStatusRequest())
         return answer.max_offset if isinstance(answer, StoreStatusReply) else None
 
     def _in_sync(self) -> list[int]:
         """This master and the slaves that were caught up with its log end at some look
         within the last haMaxTimeSlaveNotCatchup ms (RocketMQ's lastCatchupTime rule)."""
-        answer = self._local(self.cluster.ha_addr, HaStatusRequest())
+        answer = self._local(self.tree.ha_addr, HaStatusRequest())
         now = time.monotonic()
         if isinstance(answer, HaStatusReply):
             for slave in answer.slaves:
@@ -324,27 +302,14 @@ class BrokerAgent:
         return sorted(ids | {self.replica_id})
 
     def _local(self, endpoint: str, request: AnyRequest) -> Any:
-        if not endpoint:
-            return None
-        if "://" not in endpoint:
-            endpoint = f"tcp://{endpoint}"
-        with BlockingClient(
-            endpoint, self._ctx, credentials=self._credentials, curve=self._curve
-        ) as client:
-            answer = client.call(request, LOCAL_TIMEOUT_MS)
-        return None if answer is None else answer[0]
+        return self.tree.call(endpoint, request)
 
     def _ask(self, request: AnyRequest) -> Any:
         """The first controller of controllerAddr that answers (the last good one first)."""
         count = len(self._controllers)
         for i in range(count):
             index = (self._next + i) % count
-            with BlockingClient(
-                f"tcp://{self._controllers[index]}",
-                self._ctx,
-                credentials=self._credentials,
-                curve=self._curve,
-            ) as client:
+            with self.tree.client(self._controllers[index]) as client:
                 answer = client.call(request, ASK_TIMEOUT_MS)
             if answer is None:
                 continue
