@@ -19,7 +19,7 @@ caller gave up. A producer then retries on another broker within its send timeou
 A blocking request may also go `direct`: the calling thread sends on a DEALER of its own (a
 ferry.protocol.rpc.BlockingClient) and waits on that socket for the reply, which saves the two
 thread hand-offs (caller -> I/O thread, I/O thread -> caller) of the queued path; a sync send
-is its hot user. A thread borrows one of at most MAX_DIRECT such sockets per connection
+is its hot user. A thread borrows one of at most MAX_DIRECT (direct.py) sockets per connection
 (returned when the thread ends); whatever the direct socket cannot do at once (not connected
 yet, peer down, socket full) goes the queued way, and the I/O thread's view of the peer (its
 disconnect monitor) still fails a direct wait early.
@@ -55,7 +55,9 @@ WAIT_GRACE_S = 1.0
 
 
 class Connection(DirectRequests, ConnectionIo):
-    """One DEALER to one address, driven by its own I/O thread."""
+    """One DEALER to one address, driven by its own I/O thread. Its state is set up by
+    ConnectionState (state.py); what runs on the I/O thread is ConnectionIo's (io_thread.py),
+    a direct request DirectRequests' (direct.py)."""
 
     def __init__(
         self,
