@@ -23,7 +23,8 @@ import time
 from client_throughput import BODY, costed, produce_batches, send_async_singles
 from common import Figure, report
 
-from ferry.client import Admin, Message
+from ferry.admin import Admin
+from ferry.client import Message
 from ferry.client.aio import Producer
 from ferry.runtime.launcher import start_local_cluster
 

@@ -17,7 +17,8 @@ from typing import TypeVar
 
 import client_throughput
 
-from ferry.client import Admin, Message, Producer
+from ferry.admin import Admin
+from ferry.client import Message, Producer
 from ferry.runtime.launcher import start_local_cluster
 
 S = TypeVar("S", bound=tuple[int, int])

@@ -35,7 +35,8 @@ from typing import Any
 import push_consumer
 from common import Figure, percentile, report, timed
 
-from ferry.client import Admin, ConsumeFromWhere, Message, Producer, PullConsumer
+from ferry.admin import Admin
+from ferry.client import ConsumeFromWhere, Message, Producer, PullConsumer
 from ferry.runtime.launcher import start_local_cluster
 
 BODY = b"x" * 1024

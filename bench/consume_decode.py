@@ -21,7 +21,8 @@ from collections.abc import Callable
 import client_throughput
 from common import Figure, report
 
-from ferry.client import Admin, MessageExt, pull_consumer
+from ferry.admin import Admin
+from ferry.client import MessageExt, pull_consumer
 from ferry.client.consume_state import PulledBatch, decode_batch
 from ferry.runtime.launcher import start_local_cluster
 

@@ -31,7 +31,7 @@ from failover_support import ControlledGroup, Replica, in_sync_count, start_grou
 from ha_support import broker_ids, status
 from itest_support import wait_for
 
-from ferry.client import Admin
+from ferry.admin import Admin
 from ferry.protocol.messages import HaStatusReply, HaStatusRequest
 from ferry.runtime.launcher import service_args, start_service
 

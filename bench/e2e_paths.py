@@ -24,7 +24,8 @@ from collections.abc import Callable
 import push_consumer
 from common import paced, percentile
 
-from ferry.client import Admin, Message, Producer, PullConsumer
+from ferry.admin import Admin
+from ferry.client import Message, Producer, PullConsumer
 from ferry.runtime.launcher import start_local_cluster
 
 BODY = b"x" * 1024

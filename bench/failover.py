@@ -23,7 +23,7 @@ import failover_support
 from failover_support import NO_LOSS, Traffic, final_log, kill_masters, start_group
 from itest_support import wait_for
 
-from ferry.client import Admin
+from ferry.admin import Admin
 
 
 def main() -> int:

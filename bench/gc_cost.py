@@ -24,7 +24,7 @@ from typing import Any
 import client_throughput
 from common import shown
 
-from ferry.client import Admin
+from ferry.admin import Admin
 from ferry.runtime.launcher import start_local_cluster
 
 

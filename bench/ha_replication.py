@@ -30,7 +30,8 @@ import zmq
 from client_throughput import produce_batches, sync_latency
 from common import Figure, percentile, report
 
-from ferry.client import Admin, Message, Producer
+from ferry.admin import Admin
+from ferry.client import Message, Producer
 from ferry.protocol.framing import RequestCodec, RequestEnvelope
 from ferry.protocol.messages import StoreStatusReply, StoreStatusRequest
 from ferry.protocol.record import encode_properties, encode_record

@@ -25,7 +25,7 @@ import e2e_paths
 import push_consumer
 from common import halt_poll, percentile
 
-from ferry.client import Admin
+from ferry.admin import Admin
 from ferry.runtime.launcher import start_local_cluster
 
 # (process, thread name) -> (CPU ticks, voluntary switches, involuntary switches)

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from common import Figure, percentile, report
 
-from ferry.client import Admin, Message, Producer, queries
+from ferry.admin import Admin, queries
+from ferry.client import Message, Producer
 from ferry.index.index_store import Geometry, IndexStore
 from ferry.index.keys import key_hash
 from ferry.protocol import record

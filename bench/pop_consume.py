@@ -21,7 +21,8 @@ import time
 from client_throughput import BODY, consume
 from common import Figure, report, timed
 
-from ferry.client import Admin, ConsumeFromWhere, Message, Producer, SimpleConsumer
+from ferry.admin import Admin
+from ferry.client import ConsumeFromWhere, Message, Producer, SimpleConsumer
 from ferry.runtime.launcher import start_local_cluster
 
 TOPIC = "BenchPop"

@@ -34,7 +34,8 @@ import client_throughput
 import push_consumer
 from common import RESULTS
 
-from ferry.client import Admin, Message, Producer
+from ferry.admin import Admin
+from ferry.client import Message, Producer
 from ferry.runtime.launcher import LocalCluster, start_local_cluster
 
 HERE = Path(__file__).parent

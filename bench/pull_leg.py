@@ -21,7 +21,8 @@ from common import percentile
 from e2e_paths import poll_latencies, stamped_body
 from store_cpu import Probe
 
-from ferry.client import Admin, Message, Producer
+from ferry.admin import Admin
+from ferry.client import Message, Producer
 from ferry.protocol.messages import PullMessageReply, PullMessageRequest
 from ferry.runtime.launcher import start_local_cluster
 

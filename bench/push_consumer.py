@@ -17,8 +17,8 @@ import time
 
 from common import Figure, paced, percentile, report
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     ConsumeFromWhere,
     ConsumeResult,
     Message,

@@ -16,7 +16,8 @@ import time
 
 from common import Figure, percentile, report
 
-from ferry.client import Admin, ConsumeFromWhere, Message, MessageExt, Producer, PullConsumer
+from ferry.admin import Admin
+from ferry.client import ConsumeFromWhere, Message, MessageExt, Producer, PullConsumer
 from ferry.runtime.launcher import start_local_cluster
 
 BODY = b"x" * 256

@@ -45,7 +45,8 @@ from common import Figure, percentile, report
 from itest_support import SMALL_STORE, wait_for
 from security_support import ROOT, SECURITY, generate_keys
 
-from ferry.client import Admin, Credentials
+from ferry.admin import Admin
+from ferry.client import Credentials
 from ferry.protocol.errors import FerryError
 from ferry.runtime.launcher import LocalCluster, start_local_cluster
 

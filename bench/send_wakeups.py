@@ -37,7 +37,8 @@ import store_append
 import zmq
 from common import percentile
 
-from ferry.client import Admin, Message, Producer
+from ferry.admin import Admin
+from ferry.client import Message, Producer
 from ferry.protocol.frames import recv_frames, send_frames
 from ferry.protocol.framing import RequestCodec, RequestEnvelope
 from ferry.protocol.messages import PingRequest

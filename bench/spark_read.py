@@ -21,7 +21,8 @@ from typing import Any
 
 from common import Figure, percentile, report
 
-from ferry.client import Admin, Message, Producer
+from ferry.admin import Admin
+from ferry.client import Message, Producer
 from ferry.runtime.launcher import start_local_cluster
 
 BODY = b"x" * 256

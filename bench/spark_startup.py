@@ -131,7 +131,8 @@ def main() -> None:
 
     from common import Figure, report
 
-    from ferry.client import Admin, Message, Producer
+    from ferry.admin import Admin
+    from ferry.client import Message, Producer
     from ferry.runtime.launcher import start_local_cluster
 
     with tempfile.TemporaryDirectory(prefix="ferry-bench-") as data:

@@ -29,7 +29,8 @@ from typing import Any
 from client_throughput import _cluster_cpu, settle
 from common import Figure, report
 
-from ferry.client import Admin, ConsumeFromWhere, Message, MessageSelector, Producer, PullConsumer
+from ferry.admin import Admin
+from ferry.client import ConsumeFromWhere, Message, MessageSelector, Producer, PullConsumer
 from ferry.runtime.launcher import start_local_cluster
 
 BODY = b"x" * 1024

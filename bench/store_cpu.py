@@ -26,7 +26,7 @@ import zmq
 from common import RESULTS
 
 from ferry import native
-from ferry.client import Admin
+from ferry.admin import Admin
 from ferry.protocol.framing import RequestCodec, RequestEnvelope
 from ferry.protocol.messages import IndexStatusReply, IndexStatusRequest, StoreStatusRequest
 from ferry.runtime.launcher import start_local_cluster

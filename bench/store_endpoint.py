@@ -16,7 +16,8 @@ import time
 
 from common import Figure, percentile, report
 
-from ferry.client import Admin, Message, Producer
+from ferry.admin import Admin
+from ferry.client import Message, Producer
 from ferry.runtime.launcher import start_local_cluster
 
 BODY = b"x" * 1024

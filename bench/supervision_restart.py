@@ -31,7 +31,8 @@ from pathlib import Path
 
 from common import Figure, report
 
-from ferry.client import Admin, FerryError, Message, Producer, SendStatus
+from ferry.admin import Admin
+from ferry.client import FerryError, Message, Producer, SendStatus
 from ferry.protocol.messages import PingRequest, PongReply
 from ferry.protocol.rpc import BlockingClient
 

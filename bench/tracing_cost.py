@@ -60,7 +60,7 @@ class DropSink:
 
 def run_mode(mode: str, messages: int, samples: int) -> dict[str, float]:
     """In the child: a cluster with this mode's telemetry, then the workloads."""
-    from ferry.client import Admin
+    from ferry.admin import Admin
     from ferry.runtime.launcher import start_local_cluster
     from ferry.runtime.telemetry import setup_telemetry, shutdown_telemetry
 

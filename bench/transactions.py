@@ -32,7 +32,8 @@ from typing import Any
 from client_throughput import produce_batches
 from common import Figure, percentile, report
 
-from ferry.client import Admin, LocalTransactionState, Message, MessageExt, TransactionProducer
+from ferry.admin import Admin
+from ferry.client import LocalTransactionState, Message, MessageExt, TransactionProducer
 from ferry.runtime.launcher import LocalCluster, start_local_cluster
 
 TOPIC = "BenchTx"

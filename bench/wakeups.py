@@ -31,7 +31,8 @@ import zmq
 from common import halt_poll, percentile
 from store_cpu import overlay_env
 
-from ferry.client import Admin, Message, Producer
+from ferry.admin import Admin
+from ferry.client import Message, Producer
 from ferry.protocol.framing import RequestCodec, RequestEnvelope
 from ferry.protocol.messages import PingRequest
 from ferry.runtime.launcher import start_local_cluster

@@ -10,7 +10,8 @@ import time
 import client_throughput
 import push_consumer
 
-from ferry.client import Admin, Message, Producer
+from ferry.admin import Admin
+from ferry.client import Message, Producer
 from ferry.runtime.launcher import LocalCluster, start_local_cluster
 from peers.workload import BODY, Latency, percentiles, settle
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     ConnectionFailedError,
     ConsumeFromWhere,
     ConsumeResult,

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ferry.client import Admin, ConnectionFailedError, Message, Producer
+from ferry.admin import Admin
+from ferry.client import ConnectionFailedError, Message, Producer
 
 NOBODY = "127.0.0.1:1"
 SAID = f"name server {NOBODY}: connection refused, nothing answers there (is it running?)"

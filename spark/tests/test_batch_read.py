@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from itest_support import Cluster
 
-from ferry.client import Admin, Message, Producer, SendResult
+from ferry.admin import Admin
+from ferry.client import Message, Producer, SendResult
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(600)]
 

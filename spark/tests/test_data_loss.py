@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from itest_support import Cluster, RawClient, wait_for
 
-from ferry.client import Admin, Message, Producer
+from ferry.admin import Admin
+from ferry.client import Message, Producer
 from ferry.protocol.messages import (
     DeleteExpiredCommitLogRequest,
     GetMinOffsetRequest,

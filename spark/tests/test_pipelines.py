@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from itest_support import Cluster
 
-from ferry.client import Admin, ConsumeFromWhere, Message, MessageExt, Producer, PullConsumer
+from ferry.admin import Admin
+from ferry.client import ConsumeFromWhere, Message, MessageExt, Producer, PullConsumer
 from ferry.spark.pipelines import archiver, click_stats
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(600)]

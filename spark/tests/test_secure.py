@@ -12,7 +12,7 @@ import pytest
 from itest_support import Cluster, start_cluster
 from security_support import ROOT, SECURITY, generate_keys
 
-from ferry.client import Admin
+from ferry.admin import Admin
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(600)]
 

@@ -15,7 +15,8 @@ import pytest
 from itest_support import Cluster
 
 import ferry.spark
-from ferry.client import Admin, Message, Producer
+from ferry.admin import Admin
+from ferry.client import Message, Producer
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(600)]
 

@@ -27,7 +27,8 @@ from selenium.webdriver.common.by import By
 sys.path.insert(0, str(Path(__file__).parent))  # the browser helpers of the console's test
 from test_console_browser import screenshot, start_browser, submit, text, wait_element
 
-from ferry.client import Admin, Credentials
+from ferry.admin import Admin
+from ferry.client import Credentials
 from ferry.protocol.errors import FerryError
 from ferry.runtime.launcher import ServiceProcess, start_service
 

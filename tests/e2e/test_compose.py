@@ -12,7 +12,8 @@ import pytest
 from e2e_support import SteadyLoad, consume_all
 from itest_support import wait_for
 
-from ferry.client import Admin, FerryError, Message, Producer, SendStatus
+from ferry.admin import Admin
+from ferry.client import FerryError, Message, Producer, SendStatus
 
 if TYPE_CHECKING:
     from conftest import ComposeStack

@@ -15,8 +15,8 @@ from failover_support import has_topic
 from ha_support import broker_ids, status
 from itest_support import wait_for
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     BrokerNotExistError,
     FerryError,
     Message,

@@ -12,7 +12,7 @@ from e2e_support import SteadyLoad, consume_all
 from ha_support import status
 from itest_support import wait_for
 
-from ferry.client import Admin
+from ferry.admin import Admin
 from ferry.protocol.messages import GetAllTopicConfigRequest, TopicConfigListReply
 
 if TYPE_CHECKING:

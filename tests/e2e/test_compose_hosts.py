@@ -16,7 +16,8 @@ from failover_support import has_topic
 from ha_support import status
 from itest_support import wait_for
 
-from ferry.client import Admin, FerryError, Message, Producer, SendStatus
+from ferry.admin import Admin
+from ferry.client import FerryError, Message, Producer, SendStatus
 from ferry.protocol.messages import ControllerGetSyncStateDataRequest, ControllerSyncStateDataReply
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ import pytest
 from e2e_support import consume_all
 from itest_support import wait_for
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     BadSignatureError,
     ConnectionFailedError,
     Credentials,

@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 
 from itest_support import SMALL_STORE, Cluster, wait_for
 
-from ferry.client import Admin, ConsumeResult, MessageExt, MessageQueue, PushConsumer
+from ferry.admin import Admin
+from ferry.client import ConsumeResult, MessageExt, MessageQueue, PushConsumer
 from ferry.runtime.launcher import ServiceProcess, start_broker_services
 
 

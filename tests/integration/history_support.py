@@ -35,8 +35,8 @@ from history_check import (
 )
 from itest_support import wait_for
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     ConsumeFromWhere,
     ConsumeResult,
     FerryError,

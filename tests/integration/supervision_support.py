@@ -18,8 +18,8 @@ from pathlib import Path
 
 from itest_support import FERRY, DevUp, LineReader, alive, live_parents, wait_for
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     ConsumeFromWhere,
     FerryError,
     Message,

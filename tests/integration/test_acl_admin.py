@@ -14,7 +14,7 @@ import pytest
 from ha_support import start_pair
 from itest_support import FERRY, Cluster, start_cluster, wait_for
 
-from ferry.client import Admin
+from ferry.admin import Admin
 from ferry.protocol.errors import AclNotFoundError, ServiceNotAvailableError, UserNotFoundError
 from ferry.runtime.testing.cluster import running_cluster
 

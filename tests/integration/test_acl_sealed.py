@@ -20,7 +20,8 @@ from ha_support import HA_FAST
 from itest_support import FERRY, wait_for
 from security_support import INNER, ROOT, SECURITY, SecureCluster, start_secure
 
-from ferry.client import Admin, Credentials, Message, Producer
+from ferry.admin import Admin
+from ferry.client import Credentials, Message, Producer
 from ferry.protocol.auth import seal, unseal
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.errors import FerryError

@@ -21,11 +21,11 @@ from itest_support import (
 )
 from typer.testing import CliRunner, Result
 
+from ferry.admin import Admin
 from ferry.cli.completion import complete_group, complete_topic
 from ferry.cli.main import app as ferry_app
 from ferry.cli.output import show_time
 from ferry.client import (
-    Admin,
     ConsumeFromWhere,
     ConsumeResult,
     Message,

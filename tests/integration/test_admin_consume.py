@@ -15,7 +15,8 @@ from admin_pipe_support import admin_run as run
 from admin_pipe_support import lines_with
 from itest_support import Cluster, start_cluster, wait_for
 
-from ferry.client import Admin, ConsumeFromWhere, Message, Producer, PullConsumer
+from ferry.admin import Admin
+from ferry.client import ConsumeFromWhere, Message, Producer, PullConsumer
 
 pytestmark = pytest.mark.integration
 

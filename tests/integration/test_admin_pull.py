@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from itest_support import Cluster
 
-from ferry.client import Admin, InvalidParameterError, Message, MessageQueue, Producer, PullStatus
+from ferry.admin import Admin
+from ferry.client import InvalidParameterError, Message, MessageQueue, Producer, PullStatus
 
 pytestmark = pytest.mark.integration
 

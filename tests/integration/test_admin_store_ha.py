@@ -14,7 +14,8 @@ from admin_pipe_support import admin_run as run
 from ha_support import start_pair, store_status
 from itest_support import start_cluster, wait_for
 
-from ferry.client import Admin, Message, MessageQueue, Producer
+from ferry.admin import Admin
+from ferry.client import Message, MessageQueue, Producer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

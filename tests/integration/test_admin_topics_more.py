@@ -15,7 +15,8 @@ from itest_support import (
     module_cluster,  # noqa: F401 - the cluster fixture
 )
 
-from ferry.client import Admin, Message, MessageQueue, Producer
+from ferry.admin import Admin
+from ferry.client import Message, MessageQueue, Producer
 
 pytestmark = pytest.mark.integration
 

@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from ferry.admin.aio import Admin
 from ferry.client import (
     ConnectionFailedError,
     ConsumeFromWhere,
@@ -31,7 +32,7 @@ from ferry.client import (
     TopicNotExistError,
 )
 from ferry.client import Producer as SyncProducer
-from ferry.client.aio import Admin, Producer, PushConsumer, SimpleConsumer, TransactionProducer
+from ferry.client.aio import Producer, PushConsumer, SimpleConsumer, TransactionProducer
 from ferry.runtime.testing.cluster import running_cluster
 
 pytestmark = pytest.mark.integration

@@ -11,9 +11,10 @@ import pytest
 from itest_support import Cluster, start_cluster
 from security_support import ROOT, SECURITY, generate_keys
 
+from ferry.admin.aio import Admin
 from ferry.client import ConnectionFailedError, FerryError, Message, SendStatus
 from ferry.client import Producer as SyncProducer
-from ferry.client.aio import Admin, Producer
+from ferry.client.aio import Producer
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from itest_support import Cluster, RawClient, start_cluster, wait_for
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     ConsumeFromWhere,
     LocalTransactionState,
     Message,

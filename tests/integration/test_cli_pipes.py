@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from itest_support import FERRY, Cluster, start_cluster, wait_for
 
-from ferry.client import Admin, ConsumeFromWhere, Message, Producer, PullConsumer, SendResult
+from ferry.admin import Admin
+from ferry.client import ConsumeFromWhere, Message, Producer, PullConsumer, SendResult
 from ferry.runtime.launcher import start_broker_services, start_local_cluster
 
 # long names: a table that folds cells to fit 80 columns breaks them

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from itest_support import Cluster, OtlpSink, ReceivedSpan, wait_for
 
-from ferry.client import Admin
+from ferry.admin import Admin
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,8 @@ from scheduler_support import (
     stop_scheduler,
 )
 
-from ferry.client import Admin, Message, Producer, SendStatus
+from ferry.admin import Admin
+from ferry.client import Message, Producer, SendStatus
 
 pytestmark = pytest.mark.integration
 

@@ -16,14 +16,8 @@ import pytest
 from itest_support import FERRY, DevUp, children_of, wait_for
 from supervision_support import cmdline
 
-from ferry.client import (
-    Admin,
-    ControllerAdmin,
-    FerryError,
-    Message,
-    Producer,
-    SendStatus,
-)
+from ferry.admin import Admin, ControllerAdmin
+from ferry.client import FerryError, Message, Producer, SendStatus
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

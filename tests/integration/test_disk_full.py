@@ -22,15 +22,8 @@ from pathlib import Path
 import pytest
 from itest_support import wait_for
 
-from ferry.client import (
-    Admin,
-    ConsumeFromWhere,
-    Message,
-    MessageExt,
-    Producer,
-    PullConsumer,
-    SendStatus,
-)
+from ferry.admin import Admin
+from ferry.client import ConsumeFromWhere, Message, MessageExt, Producer, PullConsumer, SendStatus
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.errors import DiskFullError
 from ferry.runtime.launcher import LocalCluster, start_broker_services, start_local_cluster

@@ -16,7 +16,8 @@ import pytest
 from failover_support import ha_applied, ha_end, master_in_route, raw_send, send_ok, start_group
 from itest_support import wait_for
 
-from ferry.client import Admin, Producer
+from ferry.admin import Admin
+from ferry.client import Producer
 from ferry.protocol import record
 from ferry.protocol.messages import (
     PullMessageReply,

@@ -30,7 +30,8 @@ from supervision_support import (
     unread_at,
 )
 
-from ferry.client import Admin, Message, Producer, SendStatus
+from ferry.admin import Admin
+from ferry.client import Message, Producer, SendStatus
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

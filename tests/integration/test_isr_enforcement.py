@@ -28,8 +28,8 @@ from failover_support import (
 from ha_support import broker_ids, status
 from itest_support import wait_for
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     ConsumeFromWhere,
     FerryError,
     Message,

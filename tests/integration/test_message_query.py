@@ -15,11 +15,12 @@ import pytest
 from itest_support import Cluster, RawClient, wait_for
 from typer.testing import CliRunner, Result
 
+from ferry.admin import Admin
+from ferry.admin import queries as q
 from ferry.cli import admin as admin_cli
 from ferry.cli import admin_messages  # noqa: F401  (registers queryMsgByOffset)
 from ferry.cli import query as query_cli
-from ferry.client import Admin, Message, MessageExt, MessageQueue, Producer, QueryNotFoundError
-from ferry.client import queries as q
+from ferry.client import Message, MessageExt, MessageQueue, Producer, QueryNotFoundError
 from ferry.protocol.messages import (
     DeleteExpiredCommitLogRequest,
     IndexRebuildRequest,

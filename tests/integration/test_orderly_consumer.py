@@ -11,8 +11,8 @@ import pytest
 from consume_support import create_topic, wait_for_split
 from itest_support import Cluster, module_cluster, wait_for  # noqa: F401 - the cluster fixture
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     ConsumeFromWhere,
     ConsumeResult,
     Message,

@@ -16,9 +16,9 @@ from itest_support import Cluster, RawClient, start_cluster, wait_for
 from scheduler_support import start_scheduler, stop_scheduler
 from typer.testing import CliRunner
 
+from ferry.admin import Admin
 from ferry.cli.main import app as ferry_app
 from ferry.client import (
-    Admin,
     ConsumeFromWhere,
     InvalidReceiptHandleError,
     Message,

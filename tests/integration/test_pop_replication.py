@@ -10,7 +10,8 @@ import pytest
 from ha_support import start_pair
 from itest_support import RawClient
 
-from ferry.client import Admin, ConsumeFromWhere, Message, Producer, SimpleConsumer
+from ferry.admin import Admin
+from ferry.client import ConsumeFromWhere, Message, Producer, SimpleConsumer
 from ferry.protocol import record
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.messages import (

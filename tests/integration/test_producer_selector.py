@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from itest_support import Cluster
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     BrokerNotExistError,
     ConsumeFromWhere,
     InvalidParameterError,

@@ -18,8 +18,9 @@ from consume_support import Received, create_topic
 from itest_support import FERRY, LineReader, RawClient, alive, children_of, wait_for
 from supervision_support import FAST_POLICY, ServedBroker, child_running, cmdline
 
+from ferry.admin import Admin
+from ferry.admin import queries as q
 from ferry.client import (
-    Admin,
     ConsumeFromWhere,
     FerryError,
     Message,
@@ -29,7 +30,6 @@ from ferry.client import (
     PushConsumer,
     SendStatus,
 )
-from ferry.client import queries as q
 from ferry.protocol.messages import SchedulerStatusReply, SchedulerStatusRequest
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

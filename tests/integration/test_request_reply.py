@@ -18,8 +18,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from security_support import ROOT, SECURITY
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     ConsumeFromWhere,
     ConsumeResult,
     Credentials,

@@ -13,8 +13,8 @@ import pytest
 from itest_support import wait_for
 from scheduler_support import scheduler_cluster
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     ConsumeFromWhere,
     ConsumeResult,
     Message,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from itest_support import Cluster
 
-from ferry.client import Admin
+from ferry.admin import Admin
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ from itest_support import OtlpSink, wait_for
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from security_support import INNER, ROOT, SecureCluster, start_secure
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     BadSignatureError,
     ConsumeFromWhere,
     Credentials,

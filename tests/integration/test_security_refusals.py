@@ -23,7 +23,8 @@ import pytest
 from itest_support import wait_for
 from security_support import GROUP, INNER, ROOT, TOPIC, SecureCluster, sample, start_secure
 
-from ferry.client import Admin, Message, Producer
+from ferry.admin import Admin
+from ferry.client import Message, Producer
 from ferry.protocol.auth import Credentials, unseal
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.messages import (

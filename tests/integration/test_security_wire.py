@@ -21,7 +21,8 @@ import pytest
 from itest_support import SMALL_STORE, wait_for
 from security_support import INNER, ROOT, SECURITY, generate_keys
 
-from ferry.client import Admin, ConsumeFromWhere, Message, Producer, PullConsumer, SendStatus
+from ferry.admin import Admin
+from ferry.client import ConsumeFromWhere, Message, Producer, PullConsumer, SendStatus
 from ferry.runtime.launcher import LocalCluster, start_local_cluster
 
 BODY = b"ferry-body-that-must-not-be-seen-7f3a9c"

@@ -8,8 +8,8 @@ from collections import defaultdict
 
 from itest_support import Cluster, module_cluster, wait_for  # noqa: F401 - the cluster fixture
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     ConsumeFromWhere,
     Message,
     MessageExt,

@@ -10,8 +10,8 @@ import pytest
 from consume_support import Received, create_topic
 from itest_support import Cluster, wait_for
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     BrokerSystemError,
     ConsumeFromWhere,
     ConsumeResult,

@@ -9,7 +9,8 @@ from collections.abc import Callable
 import pytest
 from itest_support import Cluster, RawClient, wait_for
 
-from ferry.client import Admin, ConsumeFromWhere, Message, MessageExt, Producer, PullConsumer
+from ferry.admin import Admin
+from ferry.client import ConsumeFromWhere, Message, MessageExt, Producer, PullConsumer
 from ferry.protocol import record
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.errors import DiskFullError

@@ -19,7 +19,8 @@ from scheduler_support import (
     stop_scheduler,
 )
 
-from ferry.client import Admin, Message, MessageIllegalError, Producer
+from ferry.admin import Admin
+from ferry.client import Message, MessageIllegalError, Producer
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,8 @@ from itest_support import Cluster
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from ferry.client import Admin, Message, Producer
+from ferry.admin import Admin
+from ferry.client import Message, Producer
 from ferry.spark.offsets import Range
 from ferry.spark.options import read_options
 from ferry.spark.rows import read_range

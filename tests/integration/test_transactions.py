@@ -15,8 +15,8 @@ import pytest
 from itest_support import Cluster, OtlpSink, RawClient, wait_for
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from ferry.admin import Admin
 from ferry.client import (
-    Admin,
     ConsumeFromWhere,
     LocalTransactionState,
     Message,

@@ -26,7 +26,8 @@ from failover_support import (
 from ha_support import broker_ids
 from itest_support import wait_for
 
-from ferry.client import Admin, TopicNotExistError
+from ferry.admin import Admin
+from ferry.client import TopicNotExistError
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 

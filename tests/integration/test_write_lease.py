@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 from itest_support import Cluster, RawClient, wait_for
 
-from ferry.client import Admin, FerryError, Message, Producer, SendStatus
+from ferry.admin import Admin
+from ferry.client import FerryError, Message, Producer, SendStatus
 from ferry.protocol import record
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.messages import (

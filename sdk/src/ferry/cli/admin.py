@@ -24,7 +24,7 @@ from ferry.cli.output import die, print_json, print_table, show_time
 from ferry.protocol.errors import FerryError
 
 if TYPE_CHECKING:
-    from ferry.client import Admin
+    from ferry.admin import Admin
 
 app = typer.Typer(
     cls=CaseInsensitiveGroup,
@@ -107,7 +107,7 @@ T = TypeVar("T")
 @contextmanager
 def admin_session(namesrv: str) -> Iterator[Admin]:
     """A started Admin; a FerryError inside ends the command with its exit code."""
-    from ferry.client import Admin
+    from ferry.admin import Admin
 
     try:
         with Admin(namesrv, **client_options()) as admin:

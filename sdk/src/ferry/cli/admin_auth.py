@@ -22,7 +22,7 @@ from ferry.cli.admin import DEFAULT_NAMESRV, BrokerAddr, Cluster, Json, Namesrv,
 from ferry.cli.output import not_found, print_json, print_table
 
 if TYPE_CHECKING:
-    from ferry.client import Admin
+    from ferry.admin import Admin
     from ferry.protocol.messages import AclRecord, AuthUser
 
 Username = Annotated[str, typer.Option("-u", "--username", metavar="NAME", help="user name")]

@@ -1,5 +1,6 @@
-"""mqadmin's broker and name server commands: getBrokerConfig, updateBrokerConfig, statsAll,
-cleanExpiredCQ, deleteExpiredCommitLog, wipeWritePerm, addWritePerm, clusterRT.
+"""mqadmin's broker and name server commands: brokerStatus, getBrokerConfig,
+updateBrokerConfig, statsAll, cleanExpiredCQ, deleteExpiredCommitLog, wipeWritePerm,
+addWritePerm, clusterRT.
 
 Registered on `ferry admin`'s app when imported (main.py imports it).
 """
@@ -20,11 +21,11 @@ from ferry.cli.admin import (
     app,
 )
 from ferry.cli.completion import complete_broker_name
-from ferry.cli.output import die, print_json, print_table
+from ferry.cli.output import die, print_json, print_table, show_time
 from ferry.protocol.errors import FerryError
 
 if TYPE_CHECKING:
-    from ferry.client import Admin
+    from ferry.admin import Admin
 
 BrokerName = Annotated[
     str,
@@ -33,9 +34,8 @@ BrokerName = Annotated[
 
 
 def _addrs(admin: Admin, broker: str | None, cluster: str | None) -> list[str]:
-    from ferry.client import admin_ops
 
-    return admin_ops.targets(admin, cluster, broker)
+    return admin.targets(cluster, broker)
 
 
 @app.command("getBrokerConfig")
@@ -167,13 +167,12 @@ def delete_expired_commit_log(
 ) -> None:
     """Run retention now: CommitLog segments older than fileReservedTime go, whatever the
     hour (deleteWhen)."""
-    from ferry.client import admin_ops
     from ferry.protocol.messages import DeleteExpiredCommitLogRequest, OkReply
 
     with admin_session(namesrv) as admin:
         done = {}
         for addr in _addrs(admin, broker, cluster):
-            admin_ops.broker_request(admin, addr, DeleteExpiredCommitLogRequest(), OkReply)
+            admin.broker_request(addr, DeleteExpiredCommitLogRequest(), OkReply)
             done[addr] = admin.broker_runtime_info(addr).get("commitLogMinOffset", "")
     if json:
         print_json([{"broker": a, "commitlog_min_offset": int(o or 0)} for a, o in done.items()])
@@ -182,10 +181,10 @@ def delete_expired_commit_log(
 
 
 def _write_perm(namesrv: str, broker_name: str, writable: bool, json: bool) -> None:
-    from ferry.client import admin_ops
+    from ferry.admin import broker_ops
 
     with admin_session(namesrv) as admin:
-        done = admin_ops.set_write_perm(admin, broker_name, writable)
+        done = broker_ops.set_write_perm(admin, broker_name, writable)
     if json:
         print_json({"broker": broker_name, "writable": writable, "topics": done})
         return
@@ -244,8 +243,8 @@ def cluster_rt(
             raise typer.BadParameter(f"{name} {value} must be positive")
     if interval < 0:
         raise typer.BadParameter(f"-i {interval} is negative")
+    from ferry.admin import probe as admin_probe
     from ferry.cli.credentials import client_options
-    from ferry.client import admin_probe
 
     try:
         with admin_session(namesrv) as admin:
@@ -268,3 +267,30 @@ def cluster_rt(
         ["cluster", "broker", "address", "round", "avg ms", "max ms", "ok", "failed"],
         rows,
     )
+
+
+@app.command("brokerStatus")
+def broker_status(
+    broker_addr: BrokerAddr = None,
+    cluster: Cluster = None,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    json: Json = False,
+) -> None:
+    """A broker's runtime figures (-b), or those of every master (of -c)."""
+
+    with admin_session(namesrv) as admin:
+        addrs = admin.targets(cluster, broker_addr)
+        infos = {a: admin.broker_runtime_info(a) for a in addrs}
+    if json:  # one broker asked for: its figures alone, as before
+        print_json(infos[broker_addr] if broker_addr else infos)
+        return
+    for addr, info in infos.items():
+        rows = [(k, _readable(k, v)) for k, v in sorted(info.items())]
+        print_table(f"broker {addr}", ["key", "value"], rows, fields=True)
+
+
+def _readable(key: str, value: str) -> str:
+    """A runtime value as the table shows it: epoch-ms times (bootTimestamp, …) in UTC."""
+    if key.lower().endswith("timestamp") and value.isdigit() and int(value) > 0:
+        return f"{show_time(int(value))} UTC"
+    return value

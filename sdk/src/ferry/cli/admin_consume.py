@@ -33,10 +33,10 @@ def get_consumer_config(
     """A consumer group's subscription group config on every broker master that has it."""
     import msgspec
 
-    from ferry.client import admin_consume
+    from ferry.admin import groups
 
     with admin_session(namesrv) as admin:
-        found = admin_consume.consumer_config(admin, group)
+        found = groups.consumer_config(admin, group)
     if json:
         print_json(
             [
@@ -100,10 +100,10 @@ def broker_consume_stats(
     del timeout_ms, is_order
     if level < 0:
         raise typer.BadParameter(f"-l {level}: a lag is never negative")
-    from ferry.client import admin_consume
+    from ferry.admin import consume_progress
 
     with admin_session(namesrv) as admin:
-        stats = admin_consume.broker_consume_stats(admin, broker)
+        stats = consume_progress.broker_consume_stats(admin, broker)
     rows = [
         (
             s.topic,
@@ -144,14 +144,14 @@ def allocate_mq(
 ) -> None:
     """Which queues of a topic each client id would take with the average strategy (the
     default of a consumer group). Computed here; nothing is sent to the group."""
-    from ferry.client import admin_consume
+    from ferry.admin import groups
 
     ids = [i for i in ip_list.split(",") if i.strip()]
     if not ids:
         raise typer.BadParameter("-i needs at least one client id")
     with admin_session(namesrv) as admin:
         queues = admin.queues(topic)
-    plan = admin_consume.allocate_mq(queues, ids)
+    plan = groups.allocate_mq(queues, ids)
     if json:
         print_json(
             {
@@ -180,10 +180,10 @@ def skip_accumulated_message(
     """Move a group's offsets of a topic (of -c's brokers only) to each queue's max offset:
     what is stored now is skipped. Live members go on from there without a restart."""
     del force
-    from ferry.client import admin_consume
+    from ferry.admin import offsets as offset_ops
 
     with admin_session(namesrv) as admin:
-        offsets = admin_consume.skip_accumulated(admin, group, topic, cluster)
+        offsets = offset_ops.skip_accumulated(admin, group, topic, cluster)
     rows = [(q.broker_name, q.queue_id, o) for q, o in sorted(offsets.items())]
     if json:
         keys = ("broker", "queue", "offset")
@@ -220,7 +220,7 @@ def clone_group_offset(
     """Copy one group's committed offsets of a topic to another group (queues the source
     never committed on are left alone). Progress shows on a terminal only."""
     del offline
-    from ferry.client import admin_consume
+    from ferry.admin import offsets as offset_ops
 
     with admin_session(namesrv) as admin, progress() as bar:
         task = bar.add_task("copying offsets", total=None)
@@ -228,7 +228,7 @@ def clone_group_offset(
         def advance(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        copied = admin_consume.clone_group_offset(admin, src, dest, topic, advance)
+        copied = offset_ops.clone_group_offset(admin, src, dest, topic, advance)
     rows = [(q.broker_name, q.queue_id, o) for q, o in sorted(copied.items())]
     if json:
         keys = ("broker", "queue", "offset")
@@ -261,15 +261,15 @@ def query_cq(
 ) -> None:
     """Raw ConsumeQueue entries of one queue: queue offset, CommitLog offset, size, tags hash
     and the record's store time ("-" when retention deleted it)."""
+    from ferry.admin import broker_ops
     from ferry.cli.output import show_time
-    from ferry.client import admin_consume
 
     if index < 0:
         raise typer.BadParameter(f"-i {index} is negative")
     if not 0 < count <= 1000:
         raise typer.BadParameter(f"-c {count} is not within 1..1000")
     with admin_session(namesrv) as admin:
-        addr, reply = admin_consume.query_cq(admin, topic, queue_id, index, count, broker)
+        addr, reply = broker_ops.query_cq(admin, topic, queue_id, index, count, broker)
     if json:
         import msgspec
 
@@ -308,10 +308,10 @@ def ha_status(
 ) -> None:
     """HA replication of one broker (-b) or every master (of -c): a master's slaves with
     their acknowledged offsets, a slave's master and how far it has applied."""
-    from ferry.client import admin_consume
+    from ferry.admin import broker_ops
 
     with admin_session(namesrv) as admin:
-        replies = admin_consume.ha_status(admin, cluster, broker)
+        replies = broker_ops.ha_status(admin, cluster, broker)
     if json:
         import msgspec
 

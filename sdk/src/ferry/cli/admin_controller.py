@@ -16,7 +16,7 @@ from ferry.cli.output import die, print_json, print_table, show_time
 from ferry.protocol.errors import FerryError
 
 if TYPE_CHECKING:
-    from ferry.client.controller_admin import ControllerAdmin
+    from ferry.admin import ControllerAdmin
     from ferry.protocol.messages import BrokerGroupState
 
 DEFAULT_CONTROLLER = "127.0.0.1:9878"
@@ -37,7 +37,7 @@ ClusterName = Annotated[str, typer.Option("-c", "--clusterName", metavar="CLUSTE
 @contextmanager
 def controller_session(addr: str) -> Iterator[ControllerAdmin]:
     """A started ControllerAdmin; a FerryError inside ends the command with its exit code."""
-    from ferry.client.controller_admin import ControllerAdmin
+    from ferry.admin import ControllerAdmin
 
     try:
         with ControllerAdmin(addr, **client_options()) as ctl:

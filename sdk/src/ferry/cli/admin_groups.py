@@ -120,9 +120,10 @@ def update_sub_group_list(
     """Create or update every subscription group of a JSON file on a broker (-b) or the
     masters of a cluster (-c; every cluster when neither). Keys a group's entry leaves out
     take their defaults. The whole file is checked before any change."""
-    from ferry.client import admin_consume
 
-    configs = read_list_file(file, admin_consume.read_sub_group_list)
+    from ferry.admin import groups
+
+    configs = read_list_file(file, groups.read_sub_group_list)
     rows = []
     with admin_session(namesrv) as admin:
         for c in configs:
@@ -249,10 +250,10 @@ def producer(
     json: Json = False,
 ) -> None:
     """Every live producer on a broker, by producer group."""
-    from ferry.client import admin_consume
+    from ferry.admin import groups
 
     with admin_session(namesrv) as admin:
-        by_group = admin_consume.all_producers(admin, broker)
+        by_group = groups.all_producers(admin, broker)
     if json:
         import msgspec
 

@@ -21,7 +21,7 @@ Key = Annotated[str, typer.Option("-k", "--key")]
 def get_namesrv_config(namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False) -> None:
     """The config in force on every name server (-n); `live` marks the keys
     updateNamesrvConfig changes without a restart."""
-    from ferry.client import admin_namesrv
+    from ferry.admin import namesrv as admin_namesrv
 
     with admin_session(namesrv) as admin:
         replies = admin_namesrv.namesrv_config(admin)
@@ -43,7 +43,7 @@ def update_namesrv_config(
 ) -> None:
     """Change a key on every running name server (-n) until it restarts. Keys read only at
     start-up are refused."""
-    from ferry.client import admin_namesrv
+    from ferry.admin import namesrv as admin_namesrv
 
     with admin_session(namesrv) as admin:
         done = admin_namesrv.update_namesrv_config(admin, {key: value})
@@ -62,7 +62,7 @@ def update_kv_config(
     json: Json = False,
 ) -> None:
     """Put a key in a namespace of every name server's kv store (kept in kvConfigPath)."""
-    from ferry.client import admin_namesrv
+    from ferry.admin import namesrv as admin_namesrv
 
     with admin_session(namesrv) as admin:
         done = admin_namesrv.put_kv(admin, namespace, key, value)
@@ -77,7 +77,7 @@ def delete_kv_config(
     namespace: Namespace, key: Key, namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False
 ) -> None:
     """Delete a key from a namespace of every name server's kv store."""
-    from ferry.client import admin_namesrv
+    from ferry.admin import namesrv as admin_namesrv
 
     with admin_session(namesrv) as admin:
         done = admin_namesrv.delete_kv(admin, namespace, key)
@@ -100,7 +100,7 @@ def update_order_conf(
 ) -> None:
     """Put, get or delete a topic's order config (the ORDER_TOPIC_CONFIG namespace of the
     name servers' kv store; topicRoute shows it)."""
-    from ferry.client import admin_namesrv
+    from ferry.admin import namesrv as admin_namesrv
 
     method = method.strip().lower()
     if method not in ("put", "get", "delete"):

@@ -1,5 +1,5 @@
 """mqadmin's topic commands beyond create/list/route/status: deleteTopic, updateTopicPerm,
-updateTopicList, cleanUnusedTopic.
+updateTopicList, cleanUnusedTopic, topicClusterList.
 
 Registered on `ferry admin`'s app when imported (main.py imports it).
 """
@@ -84,9 +84,10 @@ def update_topic_list(
 ) -> None:
     """Create or update every topic of a JSON file on a broker (-b) or on the masters of a
     cluster (-c; every cluster when neither). The whole file is checked before any change."""
-    from ferry.client import admin_consume
 
-    specs = read_list_file(file, admin_consume.read_topic_list)
+    from ferry.admin import topics
+
+    specs = read_list_file(file, topics.read_topic_list)
     rows = []
     with admin_session(namesrv) as admin:
         for s in specs:
@@ -121,10 +122,10 @@ def clean_unused_topic(
 ) -> None:
     """Delete topics that never stored a message and that no group consumes (from the
     brokers of -c only, when given, and the name servers). --dryRun lists them only."""
-    from ferry.client import admin_consume
+    from ferry.admin import topics
 
     with admin_session(namesrv) as admin:
-        unused = admin_consume.unused_topics(admin)
+        unused = topics.unused_topics(admin)
         done: dict[str, list[str]] = {}
         if not dry_run:
             from ferry.protocol.errors import TopicNotExistError
@@ -142,3 +143,17 @@ def clean_unused_topic(
         return
     rows = [(t, a) for t, addrs in done.items() for a in addrs]
     print_table(f"{len(done)} unused topics deleted", ["topic", "broker"], rows)
+
+
+@app.command("topicClusterList")
+def topic_cluster_list(
+    topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV, json: Json = False
+) -> None:
+    """The clusters that host a topic."""
+    with admin_session(namesrv) as admin:
+        route = admin.topic_route(topic)
+    clusters = sorted({b.cluster for b in route.broker_datas})
+    if json:
+        print_json(clusters)
+        return
+    print_table(f"clusters hosting {topic}", ["cluster"], [(c,) for c in clusters])

@@ -19,7 +19,7 @@ from ferry.cli.credentials import client_options
 from ferry.protocol.errors import FerryError
 
 if TYPE_CHECKING:
-    from ferry.client import Admin
+    from ferry.admin import Admin
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 TIMEOUT_MS = 800
@@ -31,7 +31,7 @@ def _ask(ctx: typer.Context, incomplete: str, names: Callable[[Admin], Iterable[
     logging.getLogger("ferry").setLevel(logging.CRITICAL)  # nothing may reach the shell
     import zmq
 
-    from ferry.client import Admin
+    from ferry.admin import Admin
 
     try:
         with Admin(namesrv, timeout_ms=TIMEOUT_MS, **client_options()) as admin:
@@ -45,10 +45,10 @@ def complete_topic(ctx: typer.Context, incomplete: str) -> list[str]:
 
 
 def complete_group(ctx: typer.Context, incomplete: str) -> list[str]:
-    from ferry.client import admin_ops
+    from ferry.admin import groups
 
     return _ask(
-        ctx, incomplete, lambda admin: admin_ops.all_groups(admin, admin.master_addrs().values())
+        ctx, incomplete, lambda admin: groups.all_groups(admin, admin.master_addrs().values())
     )
 
 

@@ -22,6 +22,7 @@ from ferry.cli import (
     admin_groups,  # noqa: F401  (registers its commands on admin.app)
     admin_messages,  # noqa: F401  (registers its commands on admin.app)
     admin_namesrv,  # noqa: F401  (registers its commands on admin.app)
+    admin_progress,  # noqa: F401  (registers its commands on admin.app)
     admin_scheduler,  # noqa: F401  (registers its commands on admin.app)
     admin_topics,  # noqa: F401  (registers its commands on admin.app)
     admin_trace,  # noqa: F401  (registers its commands on admin.app)

@@ -167,7 +167,7 @@ def query_msg_by_id(
     """Show a message by its offset msg id (broker + CommitLog offset, read without any
     index) or else by the msg id its producer gave it (looked up in every topic's index, or
     -t's)."""
-    from ferry.client import queries as q
+    from ferry.admin import queries as q
 
     with admin_session(namesrv) as admin:
         msgs = q.query_msg_by_id(admin, msg_id, topic)
@@ -190,7 +190,7 @@ def query_msg_by_key(
     json: Json = False,
 ) -> None:
     """Messages of a topic carrying a key, newest first (from each broker's index)."""
-    from ferry.client import queries as q
+    from ferry.admin import queries as q
     from ferry.protocol.messages import MAX_QUERY_MS
 
     with admin_session(namesrv) as admin:
@@ -217,7 +217,7 @@ def query_msg_by_unique_key(
 ) -> None:
     """Show a message by the msg id its producer gave it (every stored copy)."""
     del show_all
-    from ferry.client import queries as q
+    from ferry.admin import queries as q
 
     with admin_session(namesrv) as admin:
         msgs = q.query_msg_by_unique_key(admin, topic, msg_id)
@@ -246,7 +246,7 @@ def print_msg(
 ) -> None:
     """Every message of a topic stored in a time range (with one of the tags of -s), queue
     by queue."""
-    from ferry.client import queries as q
+    from ferry.admin import queries as q
     from ferry.client.consume_state import parse_tags
     from ferry.protocol.messages import MAX_QUERY_MS
 

@@ -1,4 +1,4 @@
-"""Ferry's Python SDK: producers, consumers and admin, RocketMQ-style.
+"""Ferry's Python SDK: producers and consumers, RocketMQ-style; admin tools in ferry.admin.
 
 from ferry.client import Message, Producer
 
@@ -10,8 +10,11 @@ Traces: every client makes OpenTelemetry spans from the global TracerProvider (o
 `tracer_provider=` it is given); enable_tracing(endpoint) installs one exporting over OTLP.
 """
 
-from ferry.client.admin import Admin
-from ferry.client.controller_admin import ControllerAdmin
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ferry.client.message import (
     ConsumeFromWhere,
     ConsumeResult,
@@ -26,7 +29,6 @@ from ferry.client.message_selector import MessageSelector
 from ferry.client.producer import Producer
 from ferry.client.pull_consumer import PullConsumer
 from ferry.client.push_consumer import PushConsumer
-from ferry.client.queries import PullResult
 from ferry.client.request_reply import RequestCallback
 from ferry.client.selector import MessageQueueSelector, select_by_hash, select_random
 from ferry.client.simple_consumer import SimpleConsumer
@@ -61,6 +63,21 @@ from ferry.protocol.errors import (
     TopicNotExistError,
 )
 from ferry.protocol.sql_filter import SqlFilterError
+
+if TYPE_CHECKING:
+    from ferry.admin import Admin, ControllerAdmin, PullResult
+
+# Admin(namesrv) is part of the SDK's public contract, but the admin tools live in
+# ferry.admin, which imports this package. These names are looked up on first use (PEP 562),
+# so importing ferry.client never imports ferry.admin and the two never form a circle.
+_FROM_ADMIN = {"Admin", "ControllerAdmin", "PullResult"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_ADMIN:
+        return getattr(importlib.import_module("ferry.admin"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Admin",

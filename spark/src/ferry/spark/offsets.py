@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ferry.client import Admin
+from ferry.admin import Admin
 from ferry.protocol.errors import InvalidParameterError
 from ferry.spark.errors import DataLossError
 

@@ -12,7 +12,8 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
-from ferry.client import Admin, MessageQueue
+from ferry.admin import Admin
+from ferry.client import MessageQueue
 from ferry.spark import offsets
 from ferry.spark.offsets import EARLIEST, LATEST, Offsets, Range
 from ferry.spark.options import ReadOptions

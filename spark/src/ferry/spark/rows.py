@@ -10,7 +10,8 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from ferry.client import Admin, MessageExt, MessageSelector
+from ferry.admin import Admin
+from ferry.client import MessageExt, MessageSelector
 from ferry.client.tracing import process_tracing
 from ferry.protocol.codes import PullStatus
 from ferry.protocol.errors import BrokerSystemError

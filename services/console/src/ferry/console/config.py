@@ -8,7 +8,7 @@ from pathlib import Path
 
 import msgspec
 
-from ferry.client.controller_admin import parse_controllers
+from ferry.admin.controller import parse_controllers
 from ferry.protocol.auth import Credentials
 from ferry.protocol.errors import ConfigError, InvalidParameterError
 from ferry.runtime.config import _conf_name

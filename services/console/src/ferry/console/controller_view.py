@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ferry.client import Admin, Credentials
-from ferry.client.controller_admin import ControllerAdmin
+from ferry.admin import Admin
+from ferry.admin.controller import ControllerAdmin
+from ferry.client import Credentials
 from ferry.protocol.errors import FerryError
 from ferry.protocol.messages import BrokerGroupState, ClusterInfoReply
 

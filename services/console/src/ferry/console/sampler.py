@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ferry.client import Admin
+from ferry.admin import Admin
 from ferry.protocol.errors import FerryError
 from ferry.protocol.names import DLQ_PREFIX, is_system_topic
 

@@ -13,7 +13,8 @@ import copy
 import threading
 from dataclasses import dataclass, field
 
-from ferry.client import Admin, Credentials, Producer
+from ferry.admin import Admin
+from ferry.client import Credentials, Producer
 from ferry.console.config import ConsoleConfig
 from ferry.console.controller_view import Controllers
 from ferry.console.sampler import Sampler

@@ -1,4 +1,4 @@
-"""An admin's options, checked once: the sync Admin's, and those of ferry.client.aio's Admin
+"""An admin's options, checked once: the sync Admin's, and those of ferry.admin.aio's Admin
 (which runs a sync Admin made from them)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Admin for asyncio: the sync Admin's operations, each run in a worker thread.
+"""Admin for asyncio (also reachable as ferry.client.aio.Admin): the sync Admin's operations,
+each run in a worker thread.
 
 An admin operation is often several requests with logic between them (cluster info, then
 every master, then merged replies); running the sync Admin's own code keeps one definition
@@ -14,8 +15,8 @@ import functools
 from collections.abc import Callable
 from typing import Self, TypeVar
 
-from ferry.client.admin import Admin as SyncAdmin
-from ferry.client.admin_options import AdminOptions
+from ferry.admin.admin import Admin as SyncAdmin
+from ferry.admin.options import AdminOptions
 from ferry.client.aio.threaded import threaded
 
 T = TypeVar("T")
@@ -48,7 +49,7 @@ class Admin(AdminOptions):
         await self.shutdown()
 
     async def call(self, fn: Callable[[SyncAdmin], T]) -> T:
-        """Runs fn(sync admin) in a worker thread: any ferry.client.Admin operation."""
+        """Runs fn(sync admin) in a worker thread: any ferry.admin.Admin operation."""
         return await asyncio.to_thread(fn, self._admin)
 
     # ---- the common operations, typed ----

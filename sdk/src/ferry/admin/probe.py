@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ferry.client.admin_ops import MASTER_ID
+from ferry.admin.locator import MASTER_ID, BrokerLocator
 from ferry.client.message import Message, MessageQueue
 from ferry.client.producer import Producer
 from ferry.protocol.errors import BrokerNotExistError, FerryError
 from ferry.protocol.names import check_topic
-
-if TYPE_CHECKING:
-    from ferry.client.admin import Admin
 
 PRODUCER_GROUP = "CLUSTER_RT_PRODUCER"
 
@@ -35,9 +32,9 @@ class RtRound:
     failed: int
 
 
-def rt_targets(admin: Admin, topic: str, cluster: str | None) -> list[RtTarget]:
+def rt_targets(brokers: BrokerLocator, topic: str, cluster: str | None) -> list[RtTarget]:
     check_topic(topic)
-    route = admin.topic_route(topic)
+    route = brokers.topic_route(topic)
     writable = {q.broker_name for q in route.queue_datas if q.write_queue_nums > 0}
     out = [
         RtTarget(b.cluster, b.broker_addrs[MASTER_ID], MessageQueue(topic, b.broker_name, 0))

@@ -6,12 +6,10 @@ its committed offsets, which pops advance (Admin.consumer_progress)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from ferry.admin.broker_ops import scheduler_status
+from ferry.admin.locator import BrokerLocator
 from ferry.protocol.errors import FerryError
-
-if TYPE_CHECKING:
-    from ferry.client.admin import Admin
 
 
 @dataclass(frozen=True)
@@ -23,13 +21,13 @@ class PopProgress:
     in_flight: int
 
 
-def pop_progress(admin: Admin, group: str) -> list[PopProgress]:
+def pop_progress(brokers: BrokerLocator, group: str) -> list[PopProgress]:
     """One row per master whose revive service knows the group; [] for a group never popped
     (or brokers without a scheduler)."""
     out: list[PopProgress] = []
-    for name, addr in admin.master_addrs().items():
+    for name, addr in brokers.master_addrs().items():
         try:
-            extra = admin.scheduler_status(addr).extra
+            extra = scheduler_status(brokers, addr).extra
         except FerryError:
             continue  # no scheduler there
         prefix = f"pop.{group}."

@@ -20,9 +20,9 @@ without passwords.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-from ferry.client import admin_ops
+from ferry.admin.locator import BrokerLocator
 from ferry.protocol.auth import Credentials, seal
 from ferry.protocol.messages import (
     AclPolicyEntry,
@@ -47,9 +47,6 @@ from ferry.protocol.messages import (
     Reply,
 )
 
-if TYPE_CHECKING:
-    from ferry.client.admin import Admin
-
 R = TypeVar("R", bound=Reply)
 
 
@@ -66,19 +63,13 @@ class SealedPassword:
             self.clear, self.sealed, self.sealed_by = password, b"", ""
 
 
-class AuthAdminMixin:
-    """Mixed into Admin: every method asks the brokers through the started Admin."""
-
-    credentials: Credentials | None
+class AuthAdmin(BrokerLocator):
+    """The ACL commands of an Admin, sent with its BrokerLocator calls."""
 
     def _each_broker(
         self, body: AnyRequest, cls: type[R], cluster: str | None, broker_addr: str | None
     ) -> dict[str, R]:
-        admin: Admin = self  # type: ignore[assignment]
-        return {
-            addr: admin_ops.broker_request(admin, addr, body, cls)
-            for addr in admin_ops.targets(admin, cluster, broker_addr)
-        }
+        return self.each_target(body, cls, cluster, broker_addr)
 
     def _change(self, body: AnyRequest, cluster: str | None, broker_addr: str | None) -> list[str]:
         return list(self._each_broker(body, AuthChangedReply, cluster, broker_addr))

@@ -1,5 +1,5 @@
 """Message queries behind mqadmin's queryMsgById, queryMsgByKey, queryMsgByUniqueKey,
-queryMsgByOffset and printMsg: functions of a started Admin.
+queryMsgByOffset and printMsg, and Admin.pull: functions of a started BrokerLocator (an Admin).
 
 By key and by unique key, every broker of the topic asks its index (QUERY_MESSAGE) and the
 answers are merged, newest first. An offset message id names the broker and the CommitLog
@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
+from ferry.admin.locator import MASTER_ID, BrokerLocator
+from ferry.admin.offsets import search_offset
 from ferry.client.consume_state import parse_tags
 from ferry.client.message import MessageExt, MessageQueue, decode_message
 from ferry.client.message_selector import Expression, wire_expression
@@ -30,25 +32,19 @@ from ferry.protocol.errors import (
 )
 from ferry.protocol.messages import (
     MAX_QUERY_MS,
-    OffsetReply,
     PullMessageReply,
     PullMessageRequest,
     QueryMessageReply,
     QueryMessageRequest,
-    SearchOffsetByTimestampRequest,
     ViewMessageReply,
     ViewMessageRequest,
 )
 from ferry.protocol.names import check_topic
 
-if TYPE_CHECKING:
-    from ferry.client.admin import Admin
-
 DEFAULT_MAX_NUM = 32  # RocketMQ's defaultQueryMaxNum
 MAX_NUM = 1000  # what a broker answers at most per query
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # the group admin reads pull with, as mqadmin's
 PRINT_BATCH = 256
-MASTER_ID = 0
 
 
 def _records(
@@ -66,9 +62,9 @@ def _newest_first(msgs: list[MessageExt]) -> list[MessageExt]:
     return sorted(msgs, key=lambda m: (m.store_timestamp, m.commitlog_offset), reverse=True)
 
 
-def _masters(admin: Admin, topic: str) -> dict[str, str]:
+def _masters(brokers: BrokerLocator, topic: str) -> dict[str, str]:
     """broker name -> master address, of every broker serving `topic`."""
-    route = admin.topic_route(topic)
+    route = brokers.topic_route(topic)
     out: dict[str, str] = {}
     for data in route.broker_datas:
         addr = data.broker_addrs.get(MASTER_ID)
@@ -78,7 +74,7 @@ def _masters(admin: Admin, topic: str) -> dict[str, str]:
 
 
 def query_msg_by_key(
-    admin: Admin,
+    brokers: BrokerLocator,
     topic: str,
     key: str,
     *,
@@ -97,19 +93,19 @@ def query_msg_by_key(
     body = QueryMessageRequest(
         topic=topic, key=key, unique=unique, begin_ms=begin_ms, end_ms=end_ms, max_num=max_num
     )
-    return _ask_indexes(admin, {topic: _masters(admin, topic)}, body)
+    return _ask_indexes(brokers, {topic: _masters(brokers, topic)}, body)
 
 
 def _ask_indexes(
-    admin: Admin, masters: dict[str, dict[str, str]], body: QueryMessageRequest
+    brokers: BrokerLocator, masters: dict[str, dict[str, str]], body: QueryMessageRequest
 ) -> list[MessageExt]:
     """Asks `body` of the index of every master of each topic (topic -> broker name ->
     address), all at once; the answers merged, newest first, at most body.max_num."""
-    inst = admin._started()
+    inst = brokers.instance()
     asked: list[tuple[str, str, Future[Result]]] = []
-    for topic, brokers in sorted(masters.items()):
+    for topic, by_name in sorted(masters.items()):
         question = msgspec.structs.replace(body, topic=topic)
-        for name, addr in sorted(brokers.items()):
+        for name, addr in sorted(by_name.items()):
             future = inst.connection(addr).submit(question, timeout_s=inst.api_timeout_s)
             asked.append((name, addr, future))
     found: list[MessageExt] = []
@@ -121,7 +117,7 @@ def _ask_indexes(
 
 
 def query_msg_by_unique_key(
-    admin: Admin,
+    brokers: BrokerLocator,
     topic: str,
     msg_id: str,
     *,
@@ -132,32 +128,32 @@ def query_msg_by_unique_key(
     """Every stored copy of the message whose client msg_id (UNIQ_KEY) is msg_id, newest
     first (a message sent again after a timeout is stored twice)."""
     return query_msg_by_key(
-        admin, topic, msg_id, max_num=max_num, begin_ms=begin_ms, end_ms=end_ms, unique=True
+        brokers, topic, msg_id, max_num=max_num, begin_ms=begin_ms, end_ms=end_ms, unique=True
     )
 
 
-def _broker_names(admin: Admin) -> dict[str, str]:
+def _broker_names(brokers: BrokerLocator) -> dict[str, str]:
     """address -> broker name, of every broker the name servers know."""
-    info = admin.cluster_info()
+    info = brokers.cluster_info()
     return {
         addr: name for name, data in info.brokers.items() for addr in data.broker_addrs.values()
     }
 
 
-def view_message(admin: Admin, offset_msg_id: str) -> MessageExt:
+def view_message(brokers: BrokerLocator, offset_msg_id: str) -> MessageExt:
     """The message an offset message id names, read from its broker without any index."""
     try:
         addr, phys_offset = record.decode_offset_msg_id(offset_msg_id)
     except record.RecordError as exc:
         raise InvalidParameterError(str(exc)) from None
-    names = _broker_names(admin)
+    names = _broker_names(brokers)
     if addr not in names:
         raise BrokerNotExistError(f"{offset_msg_id} names broker {addr}, which is not registered")
-    return _view(admin, addr, names[addr], phys_offset)
+    return _view(brokers, addr, names[addr], phys_offset)
 
 
-def _view(admin: Admin, addr: str, broker_name: str, phys_offset: int) -> MessageExt:
-    inst = admin._started()
+def _view(brokers: BrokerLocator, addr: str, broker_name: str, phys_offset: int) -> MessageExt:
+    inst = brokers.instance()
     result = inst.connection(addr).request(
         ViewMessageRequest(phys_offset=phys_offset), timeout_s=inst.api_timeout_s
     )
@@ -168,7 +164,9 @@ def _view(admin: Admin, addr: str, broker_name: str, phys_offset: int) -> Messag
     return msgs[0]
 
 
-def query_msg_by_id(admin: Admin, msg_id: str, topic: str | None = None) -> list[MessageExt]:
+def query_msg_by_id(
+    brokers: BrokerLocator, msg_id: str, topic: str | None = None
+) -> list[MessageExt]:
     """As mqadmin's queryMsgById: msg_id is tried as an offset message id (broker address +
     CommitLog offset, read without any index), then as a client msg id (the UNIQ_KEY a send
     result calls msg_id), looked up in the index of `topic`'s brokers, or of every topic's
@@ -177,24 +175,24 @@ def query_msg_by_id(admin: Admin, msg_id: str, topic: str | None = None) -> list
         addr, phys_offset = record.decode_offset_msg_id(msg_id)
     except record.RecordError:
         addr, phys_offset = "", -1
-    names = _broker_names(admin)
+    names = _broker_names(brokers)
     if addr in names:
         try:
-            return [_view(admin, addr, names[addr], phys_offset)]
+            return [_view(brokers, addr, names[addr], phys_offset)]
         except (QueryNotFoundError, InvalidParameterError):
             pass  # a client msg id that happens to decode to a broker's address
     if topic is not None:
         check_topic(topic)
     masters: dict[str, dict[str, str]] = {}
-    for name in [topic] if topic is not None else admin.topic_list():
+    for name in [topic] if topic is not None else brokers.topic_list():
         try:
-            masters[name] = _masters(admin, name)
+            masters[name] = _masters(brokers, name)
         except TopicNotExistError:
             if topic is not None:
                 raise
             # listed, but deleted since: nothing of it to find
     body = QueryMessageRequest(topic="", key=msg_id, unique=True)
-    found = _ask_indexes(admin, masters, body)
+    found = _ask_indexes(brokers, masters, body)
     if not found:
         where = f"topic {topic}" if topic is not None else f"any of {len(masters)} topics"
         raise QueryNotFoundError(
@@ -204,23 +202,15 @@ def query_msg_by_id(admin: Admin, msg_id: str, topic: str | None = None) -> list
     return found
 
 
-def search_offset(admin: Admin, queue: MessageQueue, timestamp_ms: int) -> int:
-    """The first offset of `queue` stored at or after timestamp_ms (its max offset if none)."""
-    body = SearchOffsetByTimestampRequest(
-        topic=queue.topic, queue_id=queue.queue_id, timestamp_ms=timestamp_ms
-    )
-    return admin._broker(admin._queue_addr(queue), body, OffsetReply).offset
-
-
 def _pull(
-    admin: Admin,
+    brokers: BrokerLocator,
     queue: MessageQueue,
     offset: int,
     max_msgs: int,
     group: str = TOOLS_CONSUMER_GROUP,
     expression: Expression = "*",
 ) -> tuple[Any, list[Any]]:
-    inst = admin._started()
+    inst = brokers.instance()
     expression_type, text = wire_expression(expression)
     body = PullMessageRequest(
         consumer_group=group,
@@ -231,7 +221,7 @@ def _pull(
         expression=text,
         expression_type=expression_type,
     )
-    result = inst.connection(admin._queue_addr(queue)).request(body, timeout_s=inst.api_timeout_s)
+    result = inst.connection(brokers.queue_addr(queue)).request(body, timeout_s=inst.api_timeout_s)
     return expect(result, PullMessageReply), result[1]
 
 
@@ -250,7 +240,7 @@ class PullResult:
 
 
 def pull(
-    admin: Admin,
+    brokers: BrokerLocator,
     queue: MessageQueue,
     offset: int,
     max_msgs: int = 32,
@@ -261,16 +251,16 @@ def pull(
     with an expression, only those it selects (NO_MATCHED_MSG: none up to next_begin_offset)."""
     if offset < 0 or max_msgs <= 0:
         raise InvalidParameterError(f"bad pull of {queue}: offset {offset}, max {max_msgs}")
-    reply, payload = _pull(admin, queue, offset, max_msgs, group, expression)
+    reply, payload = _pull(brokers, queue, offset, max_msgs, group, expression)
     status = PullStatus(reply.status)
     tags = parse_tags(expression)
     msgs = _records(payload, queue.broker_name, tags) if status == PullStatus.FOUND else []
     return PullResult(status, reply.next_begin_offset, reply.min_offset, reply.max_offset, msgs)
 
 
-def query_msg_by_offset(admin: Admin, queue: MessageQueue, offset: int) -> MessageExt:
+def query_msg_by_offset(brokers: BrokerLocator, queue: MessageQueue, offset: int) -> MessageExt:
     """The message at `offset` of `queue`."""
-    reply, payload = _pull(admin, queue, offset, 1)
+    reply, payload = _pull(brokers, queue, offset, 1)
     msgs = _records(payload, queue.broker_name) if reply.status == PullStatus.FOUND else []
     if not msgs or msgs[0].queue_offset != offset:
         raise QueryNotFoundError(
@@ -281,18 +271,18 @@ def query_msg_by_offset(admin: Admin, queue: MessageQueue, offset: int) -> Messa
 
 
 def print_msg(
-    admin: Admin, topic: str, begin_ms: int = 0, end_ms: int = MAX_QUERY_MS
+    brokers: BrokerLocator, topic: str, begin_ms: int = 0, end_ms: int = MAX_QUERY_MS
 ) -> Iterator[MessageExt]:
     """Every message of `topic` stored within [begin_ms, end_ms], queue by queue in offset
     order (mqadmin printMsg)."""
     if begin_ms > end_ms:
         raise InvalidParameterError(f"begin {begin_ms} is after end {end_ms}")
-    for queue in admin.queues(topic):
-        offset = search_offset(admin, queue, begin_ms)
-        stop = search_offset(admin, queue, end_ms + 1) if end_ms < MAX_QUERY_MS else None
+    for queue in brokers.queues(topic):
+        offset = search_offset(brokers, queue, begin_ms)
+        stop = search_offset(brokers, queue, end_ms + 1) if end_ms < MAX_QUERY_MS else None
         while stop is None or offset < stop:
             want = PRINT_BATCH if stop is None else min(PRINT_BATCH, stop - offset)
-            reply, payload = _pull(admin, queue, offset, want)
+            reply, payload = _pull(brokers, queue, offset, want)
             if reply.status == PullStatus.OFFSET_ILLEGAL and reply.next_begin_offset > offset:
                 offset = reply.next_begin_offset  # retention moved the queue's start
                 continue

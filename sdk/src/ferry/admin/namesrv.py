@@ -4,9 +4,7 @@ nothing, so each change is sent to every name server the Admin was given, as mqa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ferry.client.admin_ops import each_namesrv
+from ferry.admin.locator import BrokerLocator
 from ferry.protocol.errors import InvalidParameterError
 from ferry.protocol.messages import (
     DeleteKvConfigRequest,
@@ -20,37 +18,34 @@ from ferry.protocol.messages import (
     UpdateNamesrvConfigRequest,
 )
 
-if TYPE_CHECKING:
-    from ferry.client.admin import Admin
-
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 
 
-def namesrv_config(admin: Admin) -> dict[str, NamesrvConfigReply]:
+def namesrv_config(brokers: BrokerLocator) -> dict[str, NamesrvConfigReply]:
     """Per name server, the keys in force and those that change live."""
-    return each_namesrv(admin, GetNamesrvConfigRequest(), NamesrvConfigReply)
+    return brokers.each_namesrv(GetNamesrvConfigRequest(), NamesrvConfigReply)
 
 
-def update_namesrv_config(admin: Admin, properties: dict[str, str]) -> list[str]:
+def update_namesrv_config(brokers: BrokerLocator, properties: dict[str, str]) -> list[str]:
     """Changes live keys on every name server; returns their addresses."""
     if not properties:
         raise InvalidParameterError("no key to update")
-    return sorted(each_namesrv(admin, UpdateNamesrvConfigRequest(properties), OkReply))
+    return sorted(brokers.each_namesrv(UpdateNamesrvConfigRequest(properties), OkReply))
 
 
-def put_kv(admin: Admin, namespace: str, key: str, value: str) -> list[str]:
-    return sorted(each_namesrv(admin, PutKvConfigRequest(namespace, key, value), OkReply))
+def put_kv(brokers: BrokerLocator, namespace: str, key: str, value: str) -> list[str]:
+    return sorted(brokers.each_namesrv(PutKvConfigRequest(namespace, key, value), OkReply))
 
 
-def get_kv(admin: Admin, namespace: str, key: str) -> dict[str, str | None]:
+def get_kv(brokers: BrokerLocator, namespace: str, key: str) -> dict[str, str | None]:
     """Per name server, the value (None where it has none)."""
-    replies = each_namesrv(admin, GetKvConfigRequest(namespace, key), KvConfigReply)
+    replies = brokers.each_namesrv(GetKvConfigRequest(namespace, key), KvConfigReply)
     return {a: r.value if r.found else None for a, r in sorted(replies.items())}
 
 
-def delete_kv(admin: Admin, namespace: str, key: str) -> dict[str, bool]:
+def delete_kv(brokers: BrokerLocator, namespace: str, key: str) -> dict[str, bool]:
     """Per name server, whether it had the key."""
-    replies = each_namesrv(admin, DeleteKvConfigRequest(namespace, key), KvDeletedReply)
+    replies = brokers.each_namesrv(DeleteKvConfigRequest(namespace, key), KvDeletedReply)
     return {a: r.existed for a, r in sorted(replies.items())}
 
 
