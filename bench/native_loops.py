@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Callable
 
 from ferry import native
-from ferry.client import message, outgoing
+from ferry.client import message_decode, message_encode, outgoing
 from ferry.client.message import Message, MessageQueue, PlainMessage, SendResult, SendStatus
 from ferry.index import keys
 from ferry.protocol import record
@@ -73,17 +73,17 @@ def one_run() -> dict[str, float]:
             lambda: native.encode_plain_batch(
                 record.topic_tail("BenchTopic"), plain, ids, 1, host, -1
             ),
-            lambda: message.encode_plain_batch_py(
+            lambda: message_encode.encode_plain_batch_py(
                 "BenchTopic", plain, ids, born_timestamp=1, born_host=host
             ),
         ),
         "consumer decode": (
-            lambda: message.decode_records(log, "b", None, []),
-            lambda: message.decode_records_py(log, "b", None, []),
+            lambda: message_decode.decode_records(log, "b", None, []),
+            lambda: message_decode.decode_records_py(log, "b", None, []),
         ),
         "SDK plain messages of a batch": (
-            lambda: message.plain_messages(msgs, "BenchTopic", tail),
-            lambda: [message.plain_message_py(m, tail) for m in msgs],
+            lambda: message_encode.plain_messages(msgs, "BenchTopic", tail),
+            lambda: [message_encode.plain_message_py(m, tail) for m in msgs],
         ),
         "SDK send_async results": (
             lambda: native.send_results(SendResult, SendStatus.SEND_OK, ids, phys, "AB", queue, 0),

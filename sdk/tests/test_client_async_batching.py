@@ -8,11 +8,8 @@ import threading
 import pytest
 
 from ferry.client.batching import Batch, BatchConfig, TopicAccumulator
-from ferry.client.message import (
-    Message,
-    MessageQueue,
-    SendResult,
-    SendStatus,
+from ferry.client.message import Message, MessageQueue, SendResult, SendStatus
+from ferry.client.message_encode import (
     encode_message,
     encode_plain_batch,
     message_properties,

@@ -8,7 +8,9 @@ import zlib
 import pytest
 
 from ferry.client.consume_service import restore_retry_topic
-from ferry.client.message import Message, compressed_body, decode_message, encode_message
+from ferry.client.message import Message
+from ferry.client.message_decode import decode_message
+from ferry.client.message_encode import compressed_body, encode_message
 from ferry.protocol import record
 
 BIG = b"ferry " * 2000

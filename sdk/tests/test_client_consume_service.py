@@ -13,15 +13,8 @@ from ferry.client.consume_orderly import OrderlyConsumeService
 from ferry.client.consume_service import ConsumeConfig
 from ferry.client.consume_state import PulledBatch, QueueState
 from ferry.client.instance import ClientInstance
-from ferry.client.message import (
-    ConsumeResult,
-    Message,
-    MessageExt,
-    MessageModel,
-    MessageQueue,
-    encode_message,
-    message_properties,
-)
+from ferry.client.message import ConsumeResult, Message, MessageExt, MessageModel, MessageQueue
+from ferry.client.message_encode import encode_message, message_properties
 from ferry.protocol import record
 
 QUEUE = MessageQueue("T", "broker-a", 0)

@@ -11,7 +11,8 @@ from ferry.client.consume_state import (
     offset_entries,
     parse_tags,
 )
-from ferry.client.message import Message, MessageQueue, encode_message, message_properties
+from ferry.client.message import Message, MessageQueue
+from ferry.client.message_encode import encode_message, message_properties
 from ferry.protocol import record
 from ferry.protocol.messages import OffsetEntry
 

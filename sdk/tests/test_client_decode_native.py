@@ -13,14 +13,10 @@ import zlib
 import pytest
 
 from ferry import native
-from ferry.client import message as message_mod
-from ferry.client.message import (
-    MessageExt,
-    PlainMessage,
-    decode_message,
-    decode_records_py,
-    encode_plain_batch_py,
-)
+from ferry.client import message_decode, message_encode
+from ferry.client.message import MessageExt, MessageQueue, PlainMessage
+from ferry.client.message_decode import decode_message, decode_records_py
+from ferry.client.message_encode import encode_plain_batch_py
 from ferry.protocol import record
 
 pytestmark = pytest.mark.skipif(not native.BUILT, reason="the C extension is not built here")
@@ -84,7 +80,7 @@ def test_c_decoder_matches_python_and_decode_message(
 ) -> None:
     buf = frame(seed)
     by_c: list[MessageExt] = []
-    message_mod.decode_records(buf, "broker-a", tags, by_c)
+    message_decode.decode_records(buf, "broker-a", tags, by_c)
     by_py: list[MessageExt] = []
     assert decode_records_py(buf, "broker-a", tags, by_py) == len(buf)
     assert fields(by_c) == fields(by_py)
@@ -107,8 +103,8 @@ def test_c_decoder_alone_takes_plain_records_to_the_end() -> None:
     )
     out: list[MessageExt] = []
     stopped = native.decode_records(
-        plain, 0, "b", None, out, MessageExt, message_mod.MessageQueue,
-        record.topic_of, record.unpack_host, message_mod._host_info,
+        plain, 0, "b", None, out, MessageExt, MessageQueue,
+        record.topic_of, record.unpack_host, message_decode._host_info,
     )  # fmt: skip
     assert stopped == len(plain)
     assert len(out) > 40
@@ -121,7 +117,7 @@ def test_c_decoded_messages_stay_out_of_the_collector_and_go_by_refcount() -> No
     raw = bytearray(stored(0, rng))
     plain = record.encode_record(b"Orders", body, record.encode_properties({"KEYS": "k1 k2"}))
     out: list[MessageExt] = []
-    message_mod.decode_records(plain * 50, "b", None, out)
+    message_decode.decode_records(plain * 50, "b", None, out)
     assert len(out) == 50 and out[0].keys == ["k1", "k2"]
     # young collections no longer walk them (nor their key lists): bench/gc_cost.py
     assert not any(gc.is_tracked(m) or gc.is_tracked(m.keys) for m in out)
@@ -139,7 +135,7 @@ def test_a_truncated_frame_raises_after_the_good_records(cut: int) -> None:
     buf = frame(1, 10)
     out: list[MessageExt] = []
     with pytest.raises(record.RecordError):
-        message_mod.decode_records(buf[:-cut], "b", None, out)
+        message_decode.decode_records(buf[:-cut], "b", None, out)
     assert 0 < len(out) < 10 or cut >= 90
 
 
@@ -164,7 +160,7 @@ def test_c_batch_encoder_writes_the_python_bytes(compress_over: int) -> None:
         "compress_over": compress_over,
     }
     expected = encode_plain_batch_py(*args, **kwargs)  # type: ignore[arg-type]
-    assert message_mod.encode_plain_batch(*args, **kwargs) == expected  # type: ignore[arg-type]
+    assert message_encode.encode_plain_batch(*args, **kwargs) == expected  # type: ignore[arg-type]
     direct = native.encode_plain_batch(
         record.topic_tail("Orders"), msgs, ids, 1_700_000_000_000, host, compress_over
     )

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.client.message import (
-    Message,
-    MessageExt,
-    MessageQueue,
-    SendResult,
-    SendStatus,
-    decode_message,
-    encode_message,
-    message_properties,
-)
+from ferry.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
+from ferry.client.message_decode import decode_message
+from ferry.client.message_encode import encode_message, message_properties
 from ferry.protocol import record
 from ferry.protocol.errors import InvalidParameterError
 

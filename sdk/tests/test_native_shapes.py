@@ -11,8 +11,6 @@ import pytest
 
 from ferry import native
 from ferry.client.message import (
-    _BASE_SIZE,
-    MAX_PLAIN_TEXT,
     NATIVE_MESSAGE_FIELDS,
     NATIVE_PLAIN_FIELDS,
     NATIVE_RESULT_FIELDS,
@@ -23,8 +21,8 @@ from ferry.client.message import (
     SendResult,
     SendStatus,
     _all_slots,
-    plain_message_py,
 )
+from ferry.client.message_encode import _BASE_SIZE, MAX_PLAIN_TEXT, plain_message_py
 
 needs_c = pytest.mark.skipif(not native.BUILT, reason="the C extension is not built here")
 

@@ -9,13 +9,9 @@ import sys
 import pytest
 
 from ferry import native
-from ferry.client.message import (
+from ferry.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
+from ferry.client.message_encode import (
     MAX_PLAIN_TEXT,
-    Message,
-    MessageExt,
-    MessageQueue,
-    SendResult,
-    SendStatus,
     plain_message,
     plain_message_py,
     plain_messages,

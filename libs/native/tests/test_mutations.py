@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ferry import native
-from ferry.client import message as client_message
+from ferry.client import message_decode
 from ferry.client.message import MessageExt
 from ferry.index import keys
 from ferry.protocol import record
@@ -82,8 +82,8 @@ def test_consumer_decode_on_damaged_frames() -> None:
         data, _ = damaged(rng)
         by_c: list[MessageExt] = []
         by_py: list[MessageExt] = []
-        c = outcome(client_message.decode_records, data, "b", None, by_c)
-        py = outcome(client_message.decode_records_py, data, "b", None, by_py)
+        c = outcome(message_decode.decode_records, data, "b", None, by_c)
+        py = outcome(message_decode.decode_records_py, data, "b", None, by_py)
         assert c[0] == py[0]
         assert [m._fields() for m in by_c] == [m._fields() for m in by_py]
 

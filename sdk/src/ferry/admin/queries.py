@@ -19,7 +19,8 @@ import msgspec
 from ferry.admin.locator import MASTER_ID, BrokerLocator
 from ferry.admin.offsets import search_offset
 from ferry.client.consume_state import parse_tags
-from ferry.client.message import MessageExt, MessageQueue, decode_message
+from ferry.client.message import MessageExt, MessageQueue
+from ferry.client.message_decode import decode_message
 from ferry.client.message_selector import Expression, wire_expression
 from ferry.client.transport import Result, expect, wait
 from ferry.protocol import record

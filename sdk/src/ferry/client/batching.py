@@ -12,7 +12,8 @@ import collections
 import time
 from dataclasses import dataclass, field
 
-from ferry.client.message import PlainMessage, encode_plain_batch
+from ferry.client.message import PlainMessage
+from ferry.client.message_encode import encode_plain_batch
 from ferry.client.msg_id import MessageIdGenerator
 from ferry.client.outgoing import Outgoing
 from ferry.client.send_future import Outcome, SendFuture

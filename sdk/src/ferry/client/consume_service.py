@@ -16,7 +16,8 @@ from opentelemetry import trace
 
 from ferry.client.consume_state import PulledBatch, QueueState
 from ferry.client.instance import ClientInstance
-from ferry.client.message import ConsumeResult, MessageExt, MessageModel, decode_records
+from ferry.client.message import ConsumeResult, MessageExt, MessageModel
+from ferry.client.message_decode import decode_records
 from ferry.client.process_queue import ProcessQueue
 from ferry.protocol import record
 from ferry.protocol.errors import BrokerNotExistError, FerryError

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ferry.client.message import MessageExt, MessageQueue, decode_records
+from ferry.client.message import MessageExt, MessageQueue
+from ferry.client.message_decode import decode_records
 from ferry.client.message_selector import Expression, MessageSelector
 from ferry.client.process_queue import ProcessQueue
 from ferry.protocol.messages import OffsetEntry

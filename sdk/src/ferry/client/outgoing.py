@@ -8,7 +8,8 @@ from typing import NamedTuple, TypedDict
 from opentelemetry import trace
 
 from ferry import native
-from ferry.client.message import MessageQueue, SendResult, SendStatus, host_hex
+from ferry.client.message import MessageQueue, SendResult, SendStatus
+from ferry.client.message_decode import host_hex
 from ferry.client.publish import Target
 from ferry.protocol.errors import FerryError
 from ferry.protocol.messages import SendMessageReply, SendMessageRequest

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ferry.client.consume_service import restore_retry_topic
-from ferry.client.message import ConsumeFromWhere, MessageExt, decode_records
+from ferry.client.message import ConsumeFromWhere, MessageExt
+from ferry.client.message_decode import decode_records
 from ferry.client.message_selector import (
     Expression,
     as_selector,

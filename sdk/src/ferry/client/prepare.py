@@ -10,9 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 
-from ferry.client.message import (
-    Message,
-    PlainMessage,
+from ferry.client.message import Message, PlainMessage
+from ferry.client.message_encode import (
     encode_message,
     encode_plain_batch,
     encode_plain_message,

@@ -21,15 +21,9 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from opentelemetry import trace
 
-from ferry.client.message import (
-    Message,
-    MessageExt,
-    MessageQueue,
-    SendResult,
-    decode_message,
-    encode_message,
-    message_properties,
-)
+from ferry.client.message import Message, MessageExt, MessageQueue, SendResult
+from ferry.client.message_decode import decode_message
+from ferry.client.message_encode import encode_message, message_properties
 from ferry.client.msg_id import MessageIdGenerator
 from ferry.client.outgoing import checked, offset_ids
 from ferry.client.tracing import Tracing

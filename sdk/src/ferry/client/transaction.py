@@ -22,7 +22,8 @@ from typing import Any, Protocol
 from opentelemetry.trace import Span
 
 from ferry.client.heartbeats import log_failure
-from ferry.client.message import Message, MessageExt, MessageQueue, SendResult, decode_message
+from ferry.client.message import Message, MessageExt, MessageQueue, SendResult
+from ferry.client.message_decode import decode_message
 from ferry.client.producer import Producer
 from ferry.client.tracing import Tracing
 from ferry.protocol import record

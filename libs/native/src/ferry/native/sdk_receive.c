@@ -1,6 +1,6 @@
 /* The SDK's receive side in C: a pulled frame's records as MessageExt objects, filled
  * through their __slots__ (attribute names from bind_sdk). Python reference:
- * ferry.client.message.decode_records_py. */
+ * ferry.client.message_decode.decode_records_py. */
 #include "speedups.h"
 
 static PyObject *str_TAGS, *str_KEYS, *str_UNIQ_KEY, *empty_tuple;

@@ -30,7 +30,7 @@ static uint8_t *put_prop(uint8_t *o, const char *name, Py_ssize_t name_len, Text
     return o;
 }
 
-/* As ferry.client.message.encode_plain_batch: for each (body, tags, keys) and id, the header,
+/* As ferry.client.message_encode.encode_plain_batch: for each (body, tags, keys) and id, the header,
  * body, topic tail, and TAGS, KEYS, UNIQ_KEY properties in that order; None when a body is
  * over compress_over (>= 0): compression is left to the Python encoder. at_* are where a
  * PlainMessage keeps body, tags and keys (bind_sdk); inlined twice below, so that the usual
@@ -153,7 +153,7 @@ static int has_separator(PyObject *s, Py_ssize_t *utf8_len) {
     return (memchr(p, 1, (size_t)*utf8_len) || memchr(p, 2, (size_t)*utf8_len)) ? 1 : 0;
 }
 
-/* As ferry.client.message.plain_message for one message: a `cls` (PlainMessage) of (body,
+/* As ferry.client.message_encode.plain_message for one message: a `cls` (PlainMessage) of (body,
  * tags, keys, size), or Py_None when the message needs the general path (properties of its
  * own, delay or timer, a body that is not bytes, a separator in tags or keys, text over
  * max_text, another topic than `topic` when one is given). NULL with an error on failure. */
