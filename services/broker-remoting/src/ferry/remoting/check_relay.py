@@ -24,6 +24,7 @@ from ferry.protocol.messages import (
     TransactionChecksReply,
     TransactionChecksRequest,
 )
+from ferry.protocol.span_attributes import messaging
 from ferry.remoting.client_table import ClientTable
 from ferry.remoting.member_notices import MemberNotifier
 from ferry.runtime import telemetry
@@ -89,13 +90,14 @@ class TransactionCheckRelay:
 
     def relay(self, check: TransactionCheck, half: bytes) -> bool:
         """Asks one live producer of the group; False when the group has none."""
-        attributes: dict[str, Any] = {
-            "messaging.system": "rocketmq",
-            "messaging.operation.name": "check_transaction_state",
-            "messaging.message.id": check.msg_id,
-            "messaging.rocketmq.client_group": check.producer_group,
-            "messaging.rocketmq.transaction.check_times": check.check_times,
-        }
+        attributes = messaging(
+            "check_transaction_state",
+            message_id=check.msg_id,
+            rocketmq={
+                "client_group": check.producer_group,
+                "transaction.check_times": check.check_times,
+            },
+        )
         with telemetry.server_span(
             TRACER, "check_transaction_state", check.traceparent, **attributes
         ):

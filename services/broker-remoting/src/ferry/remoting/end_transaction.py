@@ -58,6 +58,7 @@ from ferry.protocol.names import (
     TRANS_OP_HALF_TOPIC,
     check_group,
 )
+from ferry.protocol.span_attributes import messaging
 from ferry.remoting.stats import BrokerStats, now_ms
 from ferry.remoting.transaction_records import committed_record, op_record
 from ferry.runtime import telemetry
@@ -171,14 +172,15 @@ class EndTransactionProcessor:
     ) -> Span | None:
         if not telemetry.enabled():
             return None
-        attributes: dict[str, Any] = {
-            "messaging.system": "rocketmq",
-            "messaging.operation.name": "end_transaction",
-            "messaging.message.id": req.msg_id,
-            "messaging.rocketmq.client_group": req.producer_group,
-            "messaging.rocketmq.transaction.resolution": resolution.name,
-            "messaging.rocketmq.transaction.from_check": req.from_transaction_check,
-        }
+        attributes = messaging(
+            "end_transaction",
+            message_id=req.msg_id,
+            rocketmq={
+                "client_group": req.producer_group,
+                "transaction.resolution": resolution.name,
+                "transaction.from_check": req.from_transaction_check,
+            },
+        )
         return telemetry.open_span(
             TRACER, "end_transaction", call.traceparent, call.tracestate, **attributes
         )

@@ -37,6 +37,7 @@ from ferry.protocol.messages import (
     SubscriptionData,
 )
 from ferry.protocol.names import check_topic
+from ferry.protocol.span_attributes import messaging
 from ferry.protocol.sql_filter import check_sql
 from ferry.remoting.calls import Caller
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
@@ -125,14 +126,13 @@ class PullProcessor:
         if not telemetry.traced(call.traceparent):
             self._pull(req, call, None)
             return
-        attributes: dict[str, Any] = {
-            "messaging.system": "rocketmq",
-            "messaging.operation.type": "receive",
-            "messaging.operation.name": "pull",
-            "messaging.destination.name": req.topic,
-            "messaging.destination.partition.id": str(req.queue_id),
-            "messaging.consumer.group.name": req.consumer_group,
-        }
+        attributes = messaging(
+            "pull",
+            operation_type="receive",
+            destination=req.topic,
+            partition=req.queue_id,
+            consumer_group=req.consumer_group,
+        )
         with telemetry.server_span(
             TRACER, f"pull {req.topic}", call.traceparent, call.tracestate, **attributes
         ) as span:

@@ -46,6 +46,7 @@ from ferry.protocol.messages.reply import (
     reply_topic,
 )
 from ferry.protocol.names import check_topic
+from ferry.protocol.span_attributes import messaging
 from ferry.remoting.record_edits import RECORD_OVERHEAD, single_record
 from ferry.remoting.reply_mailboxes import MAX_KEY_LENGTH, ReplyMailboxes
 from ferry.remoting.topic_table import TopicTable
@@ -152,13 +153,12 @@ class ReplyProcessor:
             self._answer(held, [stamped])
         span = None
         if telemetry.traced(call.traceparent):
-            attributes: dict[str, Any] = {
-                "messaging.system": "rocketmq",
-                "messaging.operation.type": "send",
-                "messaging.operation.name": "reply",
-                "messaging.destination.name": req.topic,
-                "messaging.message.conversation_id": req.correlation_id,
-            }
+            attributes = messaging(
+                "reply",
+                operation_type="send",
+                destination=req.topic,
+                conversation_id=req.correlation_id,
+            )
             span = telemetry.open_span(
                 TRACER, f"reply {req.topic}", call.traceparent, call.tracestate, **attributes
             )

@@ -50,6 +50,7 @@ from ferry.protocol.names import (
     check_topic,
 )
 from ferry.protocol.record import FIXED_SIZE
+from ferry.protocol.span_attributes import messaging
 from ferry.remoting.calls import AfterStore, Caller, reply_now
 from ferry.remoting.delayed_send import DelayRules
 from ferry.remoting.record_edits import RECORD_OVERHEAD
@@ -128,16 +129,13 @@ class SendProcessor:
         if not telemetry.traced(call.traceparent):
             self._send(req, call, None)
             return
-        attributes: dict[str, Any] = {
-            "messaging.system": "rocketmq",
-            "messaging.operation.type": "send",
-            "messaging.operation.name": "send",
-            "messaging.destination.name": req.topic,
-        }
-        if req.count > 1:
-            attributes["messaging.batch.message_count"] = req.count
-        if req.transactional:
-            attributes["messaging.rocketmq.message.type"] = "transaction"
+        attributes = messaging(
+            "send",
+            operation_type="send",
+            destination=req.topic,
+            batch_count=req.count,
+            rocketmq={"message.type": "transaction"} if req.transactional else None,
+        )
         # the span lasts until the store answers, so it shows the whole broker-side time
         span = telemetry.open_span(
             TRACER, f"send {req.topic}", call.traceparent, call.tracestate, **attributes
