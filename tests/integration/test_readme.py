@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -59,36 +58,6 @@ def test_readme_tour_runs(cluster: Cluster, tmp_path: Path) -> None:
     assert done.stdout.count("b'batch ") == 10
     assert "pushed TagA b'hello ferry'" in done.stdout
     assert "pushed None" not in done.stdout  # the tag filter holds
-
-
-OPERATIONS = Path(__file__).parents[2] / "docs" / "operations.md"
-
-
-def test_operations_admin_examples_run(cluster: Cluster) -> None:
-    """Every `mqadmin` / `ferry admin` line of docs/operations.md, in order, in-process (the
-    entry points themselves are run by test_cli*.py); the documented addresses become the test
-    cluster's."""
-    from typer.testing import CliRunner
-
-    from ferry.cli.admin import app as mqadmin_app
-    from ferry.cli.main import app as ferry_app
-
-    text = OPERATIONS.read_text(encoding="utf-8")
-    blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
-    commands = [
-        ln
-        for block in blocks
-        for ln in block.splitlines()
-        if ln.startswith(("mqadmin ", "ferry admin "))
-    ]
-    assert len(commands) >= 10
-    runner = CliRunner()
-    for line in commands:
-        local = line.replace("127.0.0.1:9876", cluster.namesrv)
-        args = shlex.split(local.replace("127.0.0.1:10911", cluster.broker_addr))
-        app = mqadmin_app if args[0] == "mqadmin" else ferry_app
-        done = runner.invoke(app, args[1:])
-        assert done.exit_code == 0, f"{line}\n{done.output}"
 
 
 def test_readme_asyncio_example_runs(cluster: Cluster, tmp_path: Path) -> None:
