@@ -6,6 +6,9 @@ its Call (long polling, forwarding to another service). Bad frames and unknown r
 typed ErrorReply and the loop goes on; a handler's crash becomes SYSTEM_ERROR for that request.
 Whatever else fails while one message is read, that message is dropped with a throttled log
 line: nothing a peer sends ends the loop.
+
+The Call (ferry.runtime.call), the Peer (ferry.runtime.peer) and the endpoint helpers
+(ferry.runtime.endpoints) live beside it and are importable from here, as they always were.
 """
 
 from __future__ import annotations
@@ -14,32 +17,23 @@ import heapq
 import itertools
 import logging
 import os
-import select
 import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import zmq
-from opentelemetry.trace import SpanKind
-from zmq.utils.monitor import recv_monitor_message
 
 from ferry.protocol.errors import (
-    ConnectionFailedError,
     FerryError,
     RequestCodeNotSupportedError,
-    RequestTimeoutError,
-    ServiceNotAvailableError,
     SystemBusyError,
 )
-from ferry.protocol.frames import EVENTS, NOBLOCK, POLLIN, recv_ready, recv_ready_peer, send_frames
-from ferry.protocol.framing import FrameError, RequestCodec, RequestEnvelope
+from ferry.protocol.frames import recv_ready, recv_ready_peer, send_frames
+from ferry.protocol.framing import FrameError, RequestCodec
 from ferry.protocol.messages import (
     AnyReply,
-    AnyRequest,
-    ErrorReply,
     MetricsReply,
     MetricsRequest,
     PingRequest,
@@ -47,223 +41,43 @@ from ferry.protocol.messages import (
     PushAuthSnapshotRequest,
     Request,
 )
-from ferry.runtime import metrics, telemetry
+from ferry.runtime import metrics
+from ferry.runtime.call import (
+    NOTICE_ID,
+    Call,
+    Handler,
+    HandlerResult,
+    Payload,
+    ReplyCallback,
+    ReturnAddress,
+    error_reply,
+)
+from ferry.runtime.endpoints import announce_ready, bind, dial_address
+from ferry.runtime.peer import COPY_THRESHOLD, DRAIN_BATCH, Peer
+from ferry.runtime.poller import Poller
 from ferry.runtime.security import settings
+from ferry.runtime.security.refusal_trace import trace_refusal
 from ferry.runtime.throttled_log import ThrottledLog
 
+__all__ = [
+    "COPY_THRESHOLD",
+    "DRAIN_BATCH",
+    "NOTICE_ID",
+    "Call",
+    "Handler",
+    "HandlerResult",
+    "Payload",
+    "Peer",
+    "ReplyCallback",
+    "ReturnAddress",
+    "Service",
+    "announce_ready",
+    "bind",
+    "dial_address",
+    "error_reply",
+]
+
 log = logging.getLogger("ferry.service")
-
-Payload = list[Any]
-HandlerResult = AnyReply | tuple[AnyReply, Payload] | None
-Handler = Callable[[Any, "Call"], HandlerResult]
-ReplyCallback = Callable[[AnyReply, Payload], None]
-
-DRAIN_BATCH = 256  # messages taken from one socket before other sockets get a turn
-# Frames up to this size are copied into ZeroMQ even when sent with copy=False. pyzmq sends
-# bigger ones zero-copy (its default threshold is 64 KiB, less than one batch of 128 x 1 KB),
-# and each such frame, once sent, wakes pyzmq's garbage-collector thread, which takes the GIL
-# from the loop: copying a batch or a pull (~128-300 KiB) costs less than that hand-off;
-# copying a log read or an HA transfer (1-4 MiB) does not.
-COPY_THRESHOLD = 512 * 1024
-MAX_POLL_MS = 200
-# A ZeroMQ socket is woken through its ZMQ_FD, which only says "look at ZMQ_EVENTS"; any send
-# or receive on the socket may take that signal, so a socket the loop used is asked again
-# before the loop sleeps, and every socket at least this often (belt and braces).
-SWEEP_S = 0.2
-
-
-def error_reply(err: FerryError) -> ErrorReply:
-    return ErrorReply(code=int(err.code), message=err.message, retriable=err.retriable)
-
-
-@dataclass(frozen=True)
-class ReturnAddress:
-    """Where a request came from: enough to send that client something later, unasked."""
-
-    socket: Any
-    routing: tuple[Any, ...]
-
-
-NOTICE_ID = 0  # the correlation id of messages a service sends unasked
-
-
-class Call:
-    """One request being served; answer it once with reply() or fail()."""
-
-    __slots__ = (
-        "_service",
-        "_socket",
-        "deferred",
-        "done",
-        "id",
-        "oneway",
-        "payload",
-        "request",
-        "routing",
-        "signer",
-        "traceparent",
-        "tracestate",
-    )
-
-    def __init__(
-        self,
-        service: Service,
-        socket: zmq.Socket[Any],
-        routing: list[Any],
-        env: RequestEnvelope,
-        payload: Payload,
-    ) -> None:
-        self._service = service
-        self._socket = socket
-        self.routing = routing
-        self.id = env.id
-        self.request: AnyRequest = env.body
-        self.payload = payload
-        self.traceparent = env.traceparent
-        self.tracestate = env.tracestate
-        self.oneway = env.oneway
-        # the access key that signed it ("" unsigned); the guard has checked the signature
-        self.signer = env.auth.access_key if env.auth is not None else ""
-        self.done = False
-        self.deferred = False
-
-    def reply(self, body: AnyReply, payload: Payload | None = None) -> None:
-        if self.done:
-            return
-        self.done = True
-        if self.deferred:
-            self._service.deferred_calls -= 1
-        if self.oneway:
-            if isinstance(body, ErrorReply):
-                log.debug("oneway %s failed: %s", type(self.request).__name__, body.message)
-            return
-        self._service.send_reply(self._socket, self.routing, self.id, body, payload)
-
-    def fail(self, err: FerryError) -> None:
-        self.reply(error_reply(err))
-
-    @property
-    def return_address(self) -> ReturnAddress:
-        return ReturnAddress(self._socket, tuple(self.routing))
-
-
-class Peer:
-    """A DEALER connection to another service, driven by the owner's loop."""
-
-    def __init__(self, service: Service, endpoint: str, default_timeout_s: float = 10.0) -> None:
-        self.endpoint = endpoint
-        self._service = service
-        self._socket = service.ctx.socket(zmq.DEALER)
-        service.secure_client(self._socket)
-        self._socket.linger = 0
-        self._socket.copy_threshold = COPY_THRESHOLD
-        # Sends are NOBLOCK: requests to a peer that is down queue up to the socket's limit
-        # and time out; past it they fail at once, and the loop never blocks.
-        self._socket.connect(endpoint)
-        self._ids = itertools.count(1)
-        self._pending: dict[int, ReplyCallback] = {}
-        self._deadlines: list[tuple[float, int]] = []
-        self.default_timeout_s = default_timeout_s
-        service.add_reader(self._socket, self._on_readable)
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._pending)
-
-    def request(
-        self,
-        body: AnyRequest,
-        on_reply: ReplyCallback,
-        payload: Payload | None = None,
-        *,
-        timeout_s: float | None = None,
-        traceparent: str = "",
-        tracestate: str = "",
-    ) -> None:
-        rid = next(self._ids)
-        self._pending[rid] = on_reply
-        deadline = time.monotonic() + (timeout_s or self.default_timeout_s)
-        heapq.heappush(self._deadlines, (deadline, rid))
-        env = RequestEnvelope(rid, body, traceparent, tracestate)
-        if not self._send(self._service.codec.request_frames(env, payload)):
-            self._pending.pop(rid, None)
-            err = error_reply(
-                ServiceNotAvailableError(f"{self.endpoint} is not reachable or its queue is full")
-            )
-            # answered from the loop, never re-entrantly from inside request()
-            self._service.later(0, lambda: self._service.run_callback(on_reply, err, []))
-
-    def oneway(self, body: AnyRequest, payload: Payload | None = None) -> bool:
-        """Fire and forget; False when the peer could not take it."""
-        env = RequestEnvelope(0, body, oneway=True)
-        return self._send(self._service.codec.request_frames(env, payload))
-
-    def _send(self, frames: list[Any]) -> bool:
-        self._service.used(self._socket)
-        try:
-            send_frames(self._socket, frames, NOBLOCK, False)
-        except zmq.Again:
-            return False
-        return True
-
-    def _on_readable(self, sock: zmq.Socket[Any]) -> None:
-        for _ in range(DRAIN_BATCH):
-            frames = recv_ready(sock)
-            if frames is None:
-                return
-            if frames and len(frames[0]) == 0:
-                frames = frames[1:]
-            try:
-                env, payload = self._service.codec.decode_reply(frames)
-            except FrameError as exc:
-                self._service.bad_input.warning(
-                    "undecodable reply from %s: %s", self.endpoint, exc.error
-                )
-                continue
-            callback = self._pending.pop(env.id, None)
-            if callback is not None:
-                self._service.run_callback(callback, env.body, payload)
-
-    def watch(self, events: int, on_event: Callable[[], None]) -> None:
-        """Calls on_event from the loop after any of `events` (zmq.EVENT_* bits) on this
-        connection, once per loop turn however many arrived together. ZeroMQ reconnects by
-        itself and says nothing: a request a killed peer held is otherwise only a timeout,
-        and a peer restarted empty is not seen at all."""
-        monitor = self._socket.get_monitor_socket(events)
-
-        def on_readable(sock: zmq.Socket[Any]) -> None:
-            seen = False
-            while sock.poll(0):
-                seen |= bool(recv_monitor_message(sock, zmq.NOBLOCK)["event"] & events)
-            if seen:
-                on_event()
-
-        self._service.add_reader(monitor, on_readable)  # closed with the context on stop
-
-    def fail_pending_when_lost(self) -> None:
-        """Once the connection drops (the peer killed or restarted), everything in flight to
-        it fails at once (retriable): what the peer held is gone, and callers ask again of
-        its restart instead of waiting out their timeouts."""
-        self.watch(zmq.EVENT_DISCONNECTED, lambda: self.fail_pending("the connection dropped"))
-
-    def fail_pending(self, why: str) -> None:
-        """Answers every request in flight with a retriable ConnectionFailedError (the peer
-        went away holding them: a long poll, a put), so that callers ask again at once."""
-        waiting, self._pending = self._pending, {}
-        self._deadlines.clear()
-        for callback in waiting.values():
-            err = ConnectionFailedError(f"{self.endpoint}: {why}")
-            self._service.run_callback(callback, error_reply(err), [])
-
-    def expire(self, now: float) -> None:
-        while self._deadlines and self._deadlines[0][0] <= now:
-            _, rid = heapq.heappop(self._deadlines)
-            callback = self._pending.pop(rid, None)
-            if callback is not None:
-                err = RequestTimeoutError(f"no reply from {self.endpoint} in time")
-                self._service.run_callback(callback, error_reply(err), [])
-        if not self._pending and self._deadlines:
-            self._deadlines.clear()
 
 
 class Service:
@@ -282,14 +96,7 @@ class Service:
         self._curve_client = settings.curve_client()
         self.max_deferred = max_deferred
         self.deferred_calls = 0
-        # One poll(2) over every socket's ZMQ_FD and every plain fd. zmq.Poller asked each
-        # socket's ZMQ_EVENTS twice per wait (two syscalls each: ~50 per sync send in
-        # remoting); this loop asks only the sockets whose fd fired or that it used.
-        self._poll = select.poll()
-        self._readers: dict[Any, Callable[[Any], None]] = {}
-        self._by_fd: dict[int, Any] = {}
-        self._used: set[Any] = set()  # ZeroMQ sockets to ask before sleeping
-        self._next_sweep = 0.0
+        self._poller = Poller()
         self._handlers: dict[type[Any], Handler] = {
             PingRequest: self._ping,
             MetricsRequest: self._metrics,
@@ -368,17 +175,12 @@ class Service:
     def add_reader(self, sock: Any, fn: Callable[[Any], None]) -> None:
         """fn(sock) runs on the loop when sock (a ZeroMQ socket or a plain fd) may have
         input; it must read until nothing is left (or a batch) and may find nothing."""
-        self._readers[sock] = fn
-        fd = int(sock.get(zmq.FD)) if isinstance(sock, zmq.Socket) else int(sock)
-        self._by_fd[fd] = sock
-        self._poll.register(fd, select.POLLIN)
-        if isinstance(sock, zmq.Socket):
-            self._used.add(sock)
+        self._poller.add(sock, fn)
 
     def used(self, sock: zmq.Socket[Any]) -> None:
         """A send on sock outside its reader: the loop asks it for input before sleeping
         (the send may have taken the wake-up of a message that arrived meanwhile)."""
-        self._used.add(sock)
+        self._poller.used.add(sock)
 
     def connect_peer(self, endpoint: str, default_timeout_s: float = 10.0) -> Peer:
         peer = Peer(self, endpoint, default_timeout_s)
@@ -413,10 +215,11 @@ class Service:
             parent_pid = int(parent)
             self.every(0.5, lambda: self._check_parent(parent_pid))
         try:
+            readers = self._poller.readers
             while not self._stopping:
-                for sock in self._ready():
+                for sock in self._poller.ready(self._timers[0][0] if self._timers else None):
                     try:
-                        self._readers[sock](sock)
+                        readers[sock](sock)
                     except Exception:  # noqa: BLE001 - logged (throttled) with its traceback
                         # the last resort: readers handle their own input's errors
                         self.bad_input.exception("%s: reading a socket failed", self.name)
@@ -431,27 +234,6 @@ class Service:
 
     def stop(self) -> None:
         self._stopping = True
-
-    def _ready(self) -> list[Any]:
-        """The sockets and fds to read now: the used sockets that have input, then whatever
-        poll(2) reports (at once if some are ready, else waiting up to the next timer)."""
-        now = time.monotonic()
-        if now >= self._next_sweep:
-            self._next_sweep = now + SWEEP_S
-            self._used.update(s for s in self._readers if isinstance(s, zmq.Socket))
-        used, self._used = self._used, set()
-        ready = [s for s in used if int(s.get(EVENTS)) & POLLIN]
-        timeout = 0 if ready else MAX_POLL_MS
-        if self._timers and timeout:
-            timeout = max(0, min(timeout, int((self._timers[0][0] - now) * 1000) + 1))
-        for fd, _ in self._poll.poll(timeout):
-            sock = self._by_fd[fd]
-            if sock not in ready:
-                ready.append(sock)
-        for sock in ready:
-            if isinstance(sock, zmq.Socket):
-                self._used.add(sock)  # its reader receives on it
-        return ready
 
     def _install_signals(self) -> None:
         self._signals_installed = True
@@ -529,7 +311,7 @@ class Service:
         if self.guard is not None:
             refused = self.guard.check(env, rest, source_ip)
             if refused is not None:
-                self._trace_refusal(env, refused)
+                trace_refusal(self.name, env, refused)
                 call.fail(refused)
                 return
         handler = self._handlers.get(type(env.body))
@@ -566,25 +348,6 @@ class Service:
         else:
             call.reply(result)
 
-    def _trace_refusal(self, env: RequestEnvelope, refused: FerryError) -> None:
-        """A refused request shows in its caller's trace (when it is sampled) as an error span
-        of this service naming the refusal."""
-        if not env.traceparent or not telemetry.traced(env.traceparent):
-            return  # a caller's sampled trace only: refusals must not mint traces
-        with telemetry.server_span(
-            "ferry.security",
-            f"{type(env.body).__name__} refused",
-            env.traceparent,
-            env.tracestate,
-            SpanKind.SERVER,
-            **{
-                "messaging.system": "rocketmq",
-                "ferry.service": self.name,
-                "ferry.auth.access_key": env.auth.access_key if env.auth else "",
-            },
-        ) as span:
-            telemetry.end_error(span, refused)
-
     def _bad_frame(self, err: FerryError) -> None:
         self._bad_frames += 1
         self.bad_input.warning("%s: bad request #%d: %s", self.name, self._bad_frames, err)
@@ -598,7 +361,7 @@ class Service:
         payload: Payload | None = None,
     ) -> None:
         frames = self.codec.reply_frames(routing, request_id, body, payload)
-        self._used.add(sock)
+        self._poller.used.add(sock)
         try:
             send_frames(sock, frames, 0, False)
         except zmq.ZMQError as exc:
@@ -621,29 +384,3 @@ class Service:
 
     def _metrics(self, _req: MetricsRequest, _call: Call) -> AnyReply:
         return MetricsReply(service=self.name, families=metrics.snapshot())
-
-
-def bind(sock: zmq.Socket[Any], endpoint: str) -> str:
-    """Binds, turning a tcp port 0 into a free port; returns the endpoint actually bound."""
-    if endpoint.startswith("tcp://") and endpoint.endswith(":0"):
-        endpoint = endpoint[:-2] + ":*"
-    if endpoint.startswith("ipc://"):
-        os.makedirs(os.path.dirname(endpoint[len("ipc://") :]) or ".", exist_ok=True)
-    sock.bind(endpoint)
-    last = sock.getsockopt(zmq.LAST_ENDPOINT)
-    return last.decode() if isinstance(last, bytes) else str(last)
-
-
-def dial_address(endpoint: str) -> str:
-    """A bound tcp endpoint as the host:port peers dial: 'tcp://0.0.0.0:9876' ->
-    '127.0.0.1:9876' (a wildcard host is this machine's loopback)."""
-    host, _, port = endpoint.removeprefix("tcp://").rpartition(":")
-    if host in ("0.0.0.0", "*", ""):
-        host = "127.0.0.1"
-    return f"{host}:{port}"
-
-
-def announce_ready(name: str, **endpoints: str) -> None:
-    """The one machine-readable line a launcher waits for."""
-    fields = " ".join(f"{k}={v}" for k, v in endpoints.items())
-    print(f"READY {name} {fields}".rstrip(), flush=True)
