@@ -26,13 +26,14 @@ from ferry.protocol.messages import (
     UpdateTopicRequest,
 )
 from ferry.protocol.names import check_topic, is_system_topic
+from ferry.remoting.calls import Caller
 from ferry.remoting.client_table import ClientTable
 from ferry.remoting.scheduler_link import SchedulerLink
 from ferry.remoting.stats import BrokerStats, now_ms
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable, check_topic_config
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.service import Call, Peer, Service
+from ferry.runtime.service import Peer, Service
 
 log = logging.getLogger("ferry.remoting.admin")
 
@@ -76,7 +77,7 @@ class AdminProcessor:
         self._stats = stats
         self._on_topics_changed = on_topics_changed
 
-    def update_topic(self, req: UpdateTopicRequest, _call: Call) -> OkReply:
+    def update_topic(self, req: UpdateTopicRequest, _call: Caller) -> OkReply:
         config = req.config
         check_topic_config(config)
         if is_system_topic(config.topic_name):
@@ -93,11 +94,11 @@ class AdminProcessor:
         return OkReply()
 
     def all_topic_configs(
-        self, _req: GetAllTopicConfigRequest, _call: Call
+        self, _req: GetAllTopicConfigRequest, _call: Caller
     ) -> TopicConfigListReply:
         return TopicConfigListReply(topics=self._topics.all())
 
-    def topic_stats(self, req: GetTopicStatsRequest, call: Call) -> None:
+    def topic_stats(self, req: GetTopicStatsRequest, call: Caller) -> None:
         topic = self._topics.get(req.topic)
         if topic is None:
             check_topic(req.topic)
@@ -118,7 +119,7 @@ class AdminProcessor:
             timeout_s=STORE_QUERY_TIMEOUT_S,
         )
 
-    def runtime_info(self, _req: GetBrokerRuntimeInfoRequest, call: Call) -> None:
+    def runtime_info(self, _req: GetBrokerRuntimeInfoRequest, call: Caller) -> None:
         def on_reply(body: AnyReply, _frames: list[Any]) -> None:
             info = self._local_info()
             if isinstance(body, StoreStatusReply):

@@ -21,12 +21,12 @@ from ferry.protocol.messages import (
     TopicTraffic,
 )
 from ferry.protocol.names import check_group, check_topic
+from ferry.remoting.calls import Caller
 from ferry.remoting.client_table import ClientInfo, ClientTable
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.member_notices import MemberNotifier
 from ferry.remoting.stats import BrokerStats
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
-from ferry.runtime.service import Call
 
 log = logging.getLogger("ferry.remoting.admin")
 
@@ -59,7 +59,7 @@ class ClientAdmin:
         self._stats = stats
 
     def consumer_connections(
-        self, req: GetConsumerConnectionListRequest, _call: Call
+        self, req: GetConsumerConnectionListRequest, _call: Caller
     ) -> ConsumerConnectionReply:
         check_group(req.consumer_group)
         infos = self._clients.clients_of(consumer_group=req.consumer_group)
@@ -75,7 +75,7 @@ class ClientAdmin:
         )
 
     def producer_connections(
-        self, req: GetProducerConnectionListRequest, _call: Call
+        self, req: GetProducerConnectionListRequest, _call: Caller
     ) -> ProducerConnectionReply:
         check_group(req.producer_group)
         infos = self._clients.clients_of(producer_group=req.producer_group)
@@ -83,7 +83,7 @@ class ClientAdmin:
             connections=[connection(i) for i in infos], groups=self._clients.producer_groups()
         )
 
-    def reset_offset(self, req: ResetOffsetRequest, call: Call) -> None:
+    def reset_offset(self, req: ResetOffsetRequest, call: Caller) -> None:
         check_group(req.consumer_group)
         check_topic(req.topic)
         for entry in req.offsets:  # all checked before any is applied
@@ -110,7 +110,7 @@ class ClientAdmin:
             len(members),
         )
 
-    def broker_stats(self, _req: GetBrokerStatsRequest, _call: Call) -> BrokerStatsReply:
+    def broker_stats(self, _req: GetBrokerStatsRequest, _call: Caller) -> BrokerStatsReply:
         puts, gets, window_ms = self._stats.traffic()
         return BrokerStatsReply(
             put=[TopicTraffic(t.key[0], "", t.total, t.tps) for t in puts],

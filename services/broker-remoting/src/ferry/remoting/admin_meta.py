@@ -26,10 +26,11 @@ from ferry.protocol.messages import (
     UpdateSubscriptionGroupRequest,
 )
 from ferry.protocol.names import check_group, check_topic, is_system_topic
+from ferry.remoting.calls import Caller
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
-from ferry.runtime.service import Call, Peer
+from ferry.runtime.service import Peer
 
 log = logging.getLogger("ferry.remoting.admin")
 
@@ -37,7 +38,7 @@ STORE_TIMEOUT_S = 10.0
 MAX_RETRY_TIMES = 1000
 
 
-def relay(call: Call, what: str) -> Callable[[AnyReply, list[Any]], None]:
+def relay(call: Caller, what: str) -> Callable[[AnyReply, list[Any]], None]:
     """A store reply passed on to the caller as it is."""
 
     def on_reply(body: AnyReply, _frames: list[Any]) -> None:
@@ -66,7 +67,7 @@ class MetadataAdmin:
 
     # ---- topics ----
 
-    def delete_topic(self, req: DeleteTopicRequest, call: Call) -> None:
+    def delete_topic(self, req: DeleteTopicRequest, call: Caller) -> None:
         check_topic(req.topic)
         if is_system_topic(req.topic):
             raise InvalidParameterError(f"topic {req.topic!r} is a system topic")
@@ -81,12 +82,12 @@ class MetadataAdmin:
             timeout_s=STORE_TIMEOUT_S,
         )
 
-    def clean_expired(self, req: CleanExpiredConsumeQueueRequest, call: Call) -> None:
+    def clean_expired(self, req: CleanExpiredConsumeQueueRequest, call: Caller) -> None:
         self._store.request(req, relay(call, "cleanExpiredCQ"), timeout_s=STORE_TIMEOUT_S)
 
     # ---- subscription groups ----
 
-    def update_group(self, req: UpdateSubscriptionGroupRequest, _call: Call) -> OkReply:
+    def update_group(self, req: UpdateSubscriptionGroupRequest, _call: Caller) -> OkReply:
         config = req.config
         check_group(config.group_name)
         if not 0 <= config.retry_max_times <= MAX_RETRY_TIMES:
@@ -97,7 +98,7 @@ class MetadataAdmin:
         log.info("subscription group set: %s", config)
         return OkReply()
 
-    def delete_group(self, req: DeleteSubscriptionGroupRequest, _call: Call) -> OkReply:
+    def delete_group(self, req: DeleteSubscriptionGroupRequest, _call: Caller) -> OkReply:
         check_group(req.group_name)
         removed = self._groups.remove(req.group_name)
         offsets = self._offsets.remove(group=req.group_name) if req.clean_offset else 0
@@ -110,6 +111,6 @@ class MetadataAdmin:
         return OkReply()
 
     def all_groups(
-        self, _req: GetAllSubscriptionGroupRequest, _call: Call
+        self, _req: GetAllSubscriptionGroupRequest, _call: Caller
     ) -> SubscriptionGroupListReply:
         return SubscriptionGroupListReply(groups=self._groups.all())

@@ -52,10 +52,10 @@ from ferry.protocol.messages import (
     AuthUserReply,
     GetAuthSnapshotRequest,
 )
+from ferry.remoting.calls import Caller
 from ferry.runtime.acl import AuthDb, AuthFile, edits, model
 from ferry.runtime.acl.store import FILE_NAME
 from ferry.runtime.security import settings
-from ferry.runtime.service import Call
 
 log = logging.getLogger("ferry.remoting.auth")
 
@@ -195,7 +195,7 @@ class AuthAdmin:
         sealer = self.db.user(access_key)
         return None if sealer is None else unseal(sealer.password, sealed)
 
-    def create_user(self, req: AuthCreateUserRequest, call: Call) -> AuthChangedReply:
+    def create_user(self, req: AuthCreateUserRequest, call: Caller) -> AuthChangedReply:
         user = req.user
         _sealed_by_signer(req.sealed_by, call)
 
@@ -209,7 +209,7 @@ class AuthAdmin:
             edit, f"user {user.username} created ({user.user_type or model.NORMAL})"
         )
 
-    def update_user(self, req: AuthUpdateUserRequest, call: Call) -> AuthChangedReply:
+    def update_user(self, req: AuthUpdateUserRequest, call: Caller) -> AuthChangedReply:
         _sealed_by_signer(req.sealed_by, call)
         new_password = req.password or req.password_sealed
         changed = [
@@ -238,18 +238,18 @@ class AuthAdmin:
             edit, f"user {req.username} updated ({', '.join(changed) or 'nothing'})"
         )
 
-    def delete_user(self, req: AuthDeleteUserRequest, _call: Call) -> AuthChangedReply:
+    def delete_user(self, req: AuthDeleteUserRequest, _call: Caller) -> AuthChangedReply:
         return self._change(
             lambda s: edits.delete_user(s, req.username), f"user {req.username} deleted"
         )
 
-    def create_acl(self, req: AuthCreateAclRequest, _call: Call) -> AuthChangedReply:
+    def create_acl(self, req: AuthCreateAclRequest, _call: Caller) -> AuthChangedReply:
         return self._change(lambda s: edits.merge_acl(s, req.acl), f"ACL of {req.acl.subject} set")
 
-    def update_acl(self, req: AuthUpdateAclRequest, _call: Call) -> AuthChangedReply:
+    def update_acl(self, req: AuthUpdateAclRequest, _call: Caller) -> AuthChangedReply:
         return self._change(lambda s: edits.merge_acl(s, req.acl), f"ACL of {req.acl.subject} set")
 
-    def delete_acl(self, req: AuthDeleteAclRequest, _call: Call) -> AuthChangedReply:
+    def delete_acl(self, req: AuthDeleteAclRequest, _call: Caller) -> AuthChangedReply:
         what = ", ".join(req.resources) if req.resources else "all"
         return self._change(
             lambda s: edits.delete_acl(s, req.subject, req.resources),
@@ -260,18 +260,18 @@ class AuthAdmin:
 
     # ---- reads (never a password) ----
 
-    def get_user(self, req: AuthGetUserRequest, _call: Call) -> AuthUserReply:
+    def get_user(self, req: AuthGetUserRequest, _call: Caller) -> AuthUserReply:
         user = edits.get_user(self.db.snapshot(), req.username)
         return AuthUserReply(user=without_password(user))
 
-    def list_users(self, req: AuthListUserRequest, _call: Call) -> AuthUserListReply:
+    def list_users(self, req: AuthListUserRequest, _call: Caller) -> AuthUserListReply:
         users = edits.list_users(self.db.snapshot(), req.filter)
         return AuthUserListReply(users=[without_password(u) for u in users])
 
-    def get_acl(self, req: AuthGetAclRequest, _call: Call) -> AuthAclReply:
+    def get_acl(self, req: AuthGetAclRequest, _call: Caller) -> AuthAclReply:
         return AuthAclReply(acl=edits.get_acl(self.db.snapshot(), req.subject))
 
-    def list_acls(self, req: AuthListAclRequest, _call: Call) -> AuthAclListReply:
+    def list_acls(self, req: AuthListAclRequest, _call: Caller) -> AuthAclListReply:
         acls = edits.list_acls(self.db.snapshot(), req.subject_filter, req.resource_filter)
         return AuthAclListReply(acls=acls)
 
@@ -281,7 +281,7 @@ class AuthAdmin:
         """What a slave names its copy by when it asks its master (GetAuthSnapshotRequest)."""
         return wire_digest(self.db.digest, self._inner())
 
-    def snapshot(self, req: GetAuthSnapshotRequest, _call: Call) -> AuthSnapshotReply:
+    def snapshot(self, req: GetAuthSnapshotRequest, _call: Caller) -> AuthSnapshotReply:
         """The users and ACLs for a slave: sealed with the inner secret key when
         authentication is on, in clear (as every request is) when it is off."""
         db = self.db
@@ -334,9 +334,9 @@ class AuthAdmin:
             raise InvalidParameterError(f"the master's users do not decode: {exc}") from None
 
 
-def _sealed_by_signer(sealed_by: str, call: Call) -> None:
+def _sealed_by_signer(sealed_by: str, call: Caller) -> None:
     """A password is sealed with the key of whoever signed the request, never another's."""
-    signer = getattr(call, "signer", "")  # unit tests call handlers without a Call
+    signer = getattr(call, "signer", "")  # unit tests call handlers without a Caller
     if sealed_by and signer and sealed_by != signer:
         raise BadSignatureError(
             f"the password is sealed with the key of {sealed_by!r}, but the request is signed "

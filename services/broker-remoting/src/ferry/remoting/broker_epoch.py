@@ -6,15 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ferry.protocol.messages import BrokerEpochReply, EpochEntry, GetBrokerEpochRequest
+from ferry.remoting.calls import Caller
 from ferry.runtime import epoch_file
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.service import Call
 
 
-def broker_epoch(config: BrokerConfig) -> Callable[[GetBrokerEpochRequest, Call], BrokerEpochReply]:
+def broker_epoch(
+    config: BrokerConfig,
+) -> Callable[[GetBrokerEpochRequest, Caller], BrokerEpochReply]:
     """getBrokerEpoch: this broker's epoch file (the agent keeps it beside the store)."""
 
-    def answer(_req: GetBrokerEpochRequest, _call: Call) -> BrokerEpochReply:
+    def answer(_req: GetBrokerEpochRequest, _call: Caller) -> BrokerEpochReply:
         return BrokerEpochReply(
             cluster=config.broker_cluster_name,
             broker_name=config.broker_name,

@@ -40,6 +40,7 @@ from ferry.protocol.messages import (
     UpdateConsumerOffsetRequest,
 )
 from ferry.protocol.names import check_group, check_topic
+from ferry.remoting.calls import Caller
 from ferry.remoting.client_table import ClientTable
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.group_topics import GroupTopics
@@ -47,7 +48,7 @@ from ferry.remoting.member_notices import MemberNotifier
 from ferry.remoting.queue_locks import QueueLockTable
 from ferry.remoting.stats import now_ms
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
-from ferry.runtime.service import Call, Peer
+from ferry.runtime.service import Peer
 
 log = logging.getLogger("ferry.remoting.clients")
 
@@ -86,7 +87,7 @@ class ConsumerManager:
 
     # ---- clients ----
 
-    def heartbeat(self, req: HeartbeatRequest, call: Call) -> None:
+    def heartbeat(self, req: HeartbeatRequest, call: Caller) -> None:
         if self._check_subscription is not None:
             for consumer in req.consumers:
                 for sub in consumer.subscriptions:
@@ -111,7 +112,7 @@ class ConsumerManager:
         call.reply(OkReply())
         self._members_changed(changed)
 
-    def unregister(self, req: UnregisterClientRequest, call: Call) -> None:
+    def unregister(self, req: UnregisterClientRequest, call: Caller) -> None:
         left = self._clients.unregister(req.client_id, req.producer_group, req.consumer_group)
         coordination = self._coordination
         if coordination is not None:
@@ -148,11 +149,11 @@ class ConsumerManager:
         except FerryError as err:
             log.warning("no retry topic for group %s: %s", consumer.group, err)
 
-    def consumer_list(self, req: GetConsumerListByGroupRequest, _call: Call) -> ConsumerListReply:
+    def consumer_list(self, req: GetConsumerListByGroupRequest, _call: Caller) -> ConsumerListReply:
         check_group(req.consumer_group)
         return ConsumerListReply(client_ids=self._clients.consumer_ids(req.consumer_group))
 
-    def groups_of_topic(self, req: QueryTopicConsumeByWhoRequest, _call: Call) -> GroupListReply:
+    def groups_of_topic(self, req: QueryTopicConsumeByWhoRequest, _call: Caller) -> GroupListReply:
         check_topic(req.topic)
         groups = self._clients.groups_consuming(req.topic)
         groups.update(g for g in self._offsets.groups() if self._offsets.queues(g, req.topic))
@@ -160,7 +161,7 @@ class ConsumerManager:
 
     # ---- offsets ----
 
-    def query_offset(self, req: QueryConsumerOffsetRequest, _call: Call) -> OffsetReply:
+    def query_offset(self, req: QueryConsumerOffsetRequest, _call: Caller) -> OffsetReply:
         check_group(req.consumer_group)
         check_topic(req.topic)
         offset = self._offsets.get(req.consumer_group, req.topic, req.queue_id)
@@ -170,7 +171,7 @@ class ConsumerManager:
             )
         return OffsetReply(offset=offset)
 
-    def update_offset(self, req: UpdateConsumerOffsetRequest, call: Call) -> None:
+    def update_offset(self, req: UpdateConsumerOffsetRequest, call: Caller) -> None:
         """Commits the entries, each clamped to its queue's max offset as the store has it:
         an offset past the end would hide the messages stored up to it and show a negative
         lag. When the store cannot tell (down, slow), the entries are committed as given."""
@@ -230,14 +231,14 @@ class ConsumerManager:
                 timeout_s=STORE_QUERY_TIMEOUT_S,
             )
 
-    def max_offset(self, req: GetMaxOffsetRequest, call: Call) -> None:
+    def max_offset(self, req: GetMaxOffsetRequest, call: Caller) -> None:
         self._queue_offset(req.topic, req.queue_id, call, lambda q: q.max_offset)
 
-    def min_offset(self, req: GetMinOffsetRequest, call: Call) -> None:
+    def min_offset(self, req: GetMinOffsetRequest, call: Caller) -> None:
         self._queue_offset(req.topic, req.queue_id, call, lambda q: q.min_offset)
 
     def _queue_offset(
-        self, topic: str, queue_id: int, call: Call, pick: Callable[[QueueStat], int]
+        self, topic: str, queue_id: int, call: Caller, pick: Callable[[QueueStat], int]
     ) -> None:
         check_topic(topic)
         if queue_id < 0:

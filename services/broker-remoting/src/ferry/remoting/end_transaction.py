@@ -59,10 +59,11 @@ from ferry.protocol.names import (
     check_group,
 )
 from ferry.protocol.span_attributes import messaging
+from ferry.remoting.calls import Caller
 from ferry.remoting.stats import BrokerStats, now_ms
 from ferry.remoting.transaction_records import committed_record, op_record
 from ferry.runtime import telemetry
-from ferry.runtime.service import Call, Peer, error_reply
+from ferry.runtime.service import Peer, error_reply
 
 log = logging.getLogger("ferry.remoting.transaction")
 
@@ -119,7 +120,7 @@ class EndTransactionProcessor:
         self._started_ms = now_ms()
         self.decided = DecidedHalves()
 
-    def handle(self, req: EndTransactionRequest, call: Call) -> None:
+    def handle(self, req: EndTransactionRequest, call: Caller) -> None:
         check_group(req.producer_group)
         if req.commit_log_offset < 0:
             raise InvalidParameterError(f"CommitLog offset {req.commit_log_offset} is negative")
@@ -168,7 +169,7 @@ class EndTransactionProcessor:
         )
 
     def _open_span(
-        self, req: EndTransactionRequest, resolution: TransactionResolution, call: Call
+        self, req: EndTransactionRequest, resolution: TransactionResolution, call: Caller
     ) -> Span | None:
         if not telemetry.enabled():
             return None

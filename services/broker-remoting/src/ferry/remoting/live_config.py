@@ -26,10 +26,11 @@ from ferry.protocol.messages import (
     StoreUpdateConfigRequest,
     UpdateBrokerConfigRequest,
 )
+from ferry.remoting.calls import Caller
 from ferry.remoting.state_file import write_atomic
 from ferry.runtime.config import ALIASES, BrokerConfig, overlay_path, read_overlay
 from ferry.runtime.live_config import checked_change, shown
-from ferry.runtime.service import Call, Peer
+from ferry.runtime.service import Peer
 
 log = logging.getLogger("ferry.remoting.config")
 
@@ -65,10 +66,10 @@ class LiveConfig:
         self._apply = apply
         self._fields = {f.encode_name: f.name for f in msgspec.structs.fields(BrokerConfig)}
 
-    def get(self, _req: GetBrokerConfigRequest, _call: Call) -> BrokerConfigReply:
+    def get(self, _req: GetBrokerConfigRequest, _call: Caller) -> BrokerConfigReply:
         return BrokerConfigReply(config=shown(self._config), live_keys=sorted(LIVE_KEYS))
 
-    def update(self, req: UpdateBrokerConfigRequest, call: Call) -> None:
+    def update(self, req: UpdateBrokerConfigRequest, call: Caller) -> None:
         changes = {ALIASES.get(k.strip(), k.strip()): v.strip() for k, v in req.properties.items()}
         if any("\n" in v or " #" in v for v in changes.values()):
             raise InvalidParameterError("a value may not hold a line break or ' #'")

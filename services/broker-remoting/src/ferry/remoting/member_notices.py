@@ -12,7 +12,8 @@ import logging
 from collections.abc import Iterable
 
 from ferry.protocol.messages import AnyReply, ConsumerIdsChangedNotice
-from ferry.runtime.service import Call, ReturnAddress, Service
+from ferry.remoting.calls import Caller
+from ferry.runtime.service import ReturnAddress, Service
 
 log = logging.getLogger("ferry.remoting.notices")
 
@@ -23,7 +24,7 @@ class MemberNotifier:
         self._channels: dict[str, ReturnAddress] = {}
         self.sent = 0
 
-    def remember(self, client_id: str, call: Call) -> None:
+    def remember(self, client_id: str, call: Caller) -> None:
         """The connection a client's heartbeat came on is where its notices go."""
         self._channels[client_id] = call.return_address
 

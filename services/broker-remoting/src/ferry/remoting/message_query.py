@@ -28,7 +28,8 @@ from ferry.protocol.messages import (
     ViewMessageRequest,
 )
 from ferry.protocol.messages.index import check_query
-from ferry.runtime.service import Call, Peer
+from ferry.remoting.calls import Caller
+from ferry.runtime.service import Peer
 
 INDEX_TIMEOUT_S = 5.0
 VIEW_TIMEOUT_S = 5.0
@@ -53,7 +54,7 @@ class _Gather:
     a thousand hits must not fill the store's queue ahead of sends and pulls)."""
 
     def __init__(
-        self, call: Call, req: QueryMessageRequest, index: IndexQueryReply, store: Peer
+        self, call: Caller, req: QueryMessageRequest, index: IndexQueryReply, store: Peer
     ) -> None:
         self.call = call
         self.req = req
@@ -125,7 +126,7 @@ class MessageQueryProcessor:
         self._store = store
         self._index = index
 
-    def query_message(self, req: QueryMessageRequest, call: Call) -> None:
+    def query_message(self, req: QueryMessageRequest, call: Caller) -> None:
         check_query(req)
         if self._index is None:
             raise ServiceNotAvailableError(

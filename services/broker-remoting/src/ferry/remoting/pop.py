@@ -43,6 +43,7 @@ from ferry.protocol.messages import (
     StoreGetRequest,
 )
 from ferry.protocol.names import check_group, check_topic
+from ferry.remoting.calls import Caller
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.expression import store_filter
 from ferry.remoting.group_topics import GroupTopics
@@ -50,7 +51,7 @@ from ferry.remoting.stats import BrokerStats
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.service import Call, Peer, Service
+from ferry.runtime.service import Peer, Service
 
 MAX_POP_MSGS = 256
 MAX_POLL_MS = 30_000
@@ -152,7 +153,7 @@ class PopProcessor:
 
     # ---- pop ----
 
-    def pop(self, req: PopMessageRequest, call: Call) -> None:
+    def pop(self, req: PopMessageRequest, call: Caller) -> None:
         revive = self._revive_peer()
         topic = self._topics.get(req.topic)
         if topic is None:
@@ -201,7 +202,7 @@ class _PopScan:
         owner: PopProcessor,
         revive: Peer,
         req: PopMessageRequest,
-        call: Call,
+        call: Caller,
         queues: list[tuple[str, int, list[int], str]],
         start: int,
         deadline: float,
@@ -326,15 +327,15 @@ class PopSettleProcessor:
     def __init__(self, owner: PopProcessor) -> None:
         self._owner = owner
 
-    def ack(self, req: AckMessageRequest, call: Call) -> None:
+    def ack(self, req: AckMessageRequest, call: Caller) -> None:
         check_group(req.consumer_group)
         self._forward(req, call)
 
-    def batch_ack(self, req: BatchAckMessageRequest, call: Call) -> None:
+    def batch_ack(self, req: BatchAckMessageRequest, call: Caller) -> None:
         check_group(req.consumer_group)
         self._forward(req, call)
 
-    def change(self, req: ChangeInvisibleTimeRequest, call: Call) -> None:
+    def change(self, req: ChangeInvisibleTimeRequest, call: Caller) -> None:
         check_group(req.consumer_group)
         if not MIN_INVISIBLE_MS <= req.invisible_ms <= MAX_INVISIBLE_MS:
             raise InvalidParameterError(
@@ -345,7 +346,7 @@ class PopSettleProcessor:
     def _forward(
         self,
         req: AckMessageRequest | BatchAckMessageRequest | ChangeInvisibleTimeRequest,
-        call: Call,
+        call: Caller,
     ) -> None:
         revive = self._owner._revive_peer()
 

@@ -21,8 +21,8 @@ from ferry.protocol.messages import (
     UnlockBatchRequest,
 )
 from ferry.protocol.names import check_group, check_topic
+from ferry.remoting.calls import Caller
 from ferry.remoting.stats import now_ms
-from ferry.runtime.service import Call
 
 LOCK_EXPIRE_MS = 30_000
 MAX_CLIENT_ID_LENGTH = 255
@@ -112,12 +112,12 @@ class QueueLockProcessor:
     def __init__(self, table: QueueLockTable) -> None:
         self._table = table
 
-    def lock(self, req: LockBatchRequest, _call: Call) -> LockBatchReply:
+    def lock(self, req: LockBatchRequest, _call: Caller) -> LockBatchReply:
         queues = _queues(req.consumer_group, req.client_id, req.queues)
         held = self._table.try_lock(req.consumer_group, req.client_id, queues, now_ms())
         return LockBatchReply(locked=[OffsetEntry(topic, qid, 0) for topic, qid in held])
 
-    def unlock(self, req: UnlockBatchRequest, _call: Call) -> OkReply:
+    def unlock(self, req: UnlockBatchRequest, _call: Caller) -> OkReply:
         queues = _queues(req.consumer_group, req.client_id, req.queues)
         self._table.unlock(req.consumer_group, req.client_id, queues)
         return OkReply()

@@ -47,12 +47,13 @@ from ferry.protocol.messages.reply import (
 )
 from ferry.protocol.names import check_topic
 from ferry.protocol.span_attributes import messaging
+from ferry.remoting.calls import Caller
 from ferry.remoting.record_edits import RECORD_OVERHEAD, single_record
 from ferry.remoting.reply_mailboxes import MAX_KEY_LENGTH, ReplyMailboxes
 from ferry.remoting.topic_table import TopicTable
 from ferry.runtime import telemetry
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.service import Call, Peer
+from ferry.runtime.service import Peer
 
 log = logging.getLogger("ferry.remoting.reply")
 
@@ -121,7 +122,7 @@ class ReplyProcessor:
             if config.broker_role != "SLAVE"
             else reply_topic(self.cluster)
         )
-        self.mailboxes: ReplyMailboxes[Call] = ReplyMailboxes()
+        self.mailboxes: ReplyMailboxes[Caller] = ReplyMailboxes()
         self._expired_logged = 0
 
     def stamp(self, raw: Any, req: SendMessageRequest) -> bytes:
@@ -129,7 +130,7 @@ class ReplyProcessor:
 
     # ---- a replier's reply ----
 
-    def send_reply(self, req: SendReplyRequest, call: Call) -> None:
+    def send_reply(self, req: SendReplyRequest, call: Caller) -> None:
         if not self.topic or req.topic != self.topic:
             raise InvalidParameterError(
                 f"replies through broker {self._broker_name} go to {self.topic or '(none)'}, "
@@ -178,7 +179,7 @@ class ReplyProcessor:
             broker_name=self._broker_name,
         )
 
-    def _store_copy(self, req: SendReplyRequest, raw: bytes, call: Call, span: Any) -> None:
+    def _store_copy(self, req: SendReplyRequest, raw: bytes, call: Caller, span: Any) -> None:
         def on_stored(body: AnyReply, _frames: list[Any]) -> None:
             if isinstance(body, StorePutReply):
                 call.reply(
@@ -214,7 +215,7 @@ class ReplyProcessor:
 
     # ---- a requester's poll ----
 
-    def poll(self, req: PollRepliesRequest, call: Call) -> PollRepliesReply | None:
+    def poll(self, req: PollRepliesRequest, call: Caller) -> PollRepliesReply | None:
         _check_key(req.reply_to)
         now = time.monotonic()
         hold_s = min(max(req.hold_ms, 0), MAX_HOLD_MS) / 1000
@@ -237,7 +238,7 @@ class ReplyProcessor:
             log.info("%d replies dropped unpolled past their TTL so far", expired)
             self._expired_logged = expired
 
-    def _answer(self, call: Call, raws: list[bytes]) -> None:
+    def _answer(self, call: Caller, raws: list[bytes]) -> None:
         reply = PollRepliesReply(count=len(raws), broker_name=self._broker_name)
         call.reply(reply, [b"".join(raws)] if raws else None)
 

@@ -25,7 +25,8 @@ from ferry.protocol.messages import (
     TransactionCheckStatusReply,
     TransactionCheckStatusRequest,
 )
-from ferry.runtime.service import Call, Peer
+from ferry.remoting.calls import Caller
+from ferry.runtime.service import Peer
 
 log = logging.getLogger("ferry.remoting.scheduler_link")
 
@@ -56,7 +57,7 @@ class SchedulerLink:
         self._peer = peer
         self._checkback = checkback
 
-    def status(self, req: SchedulerStatusRequest, call: Call) -> None:
+    def status(self, req: SchedulerStatusRequest, call: Caller) -> None:
         if self._peer is None:
             raise ServiceNotAvailableError("this broker runs no scheduler (schedulerEndpoint)")
 

@@ -37,10 +37,11 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.names import check_group
 from ferry.protocol.retry_copy import MAX_LEVEL, plan_send_back
+from ferry.remoting.calls import Caller
 from ferry.remoting.group_topics import GroupTopics
 from ferry.remoting.stats import BrokerStats
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
-from ferry.runtime.service import Call, Peer
+from ferry.runtime.service import Peer
 
 log = logging.getLogger("ferry.remoting.send_back")
 
@@ -67,7 +68,7 @@ class SendBackProcessor:
         self._store_host = store_host
         self._stats = stats
 
-    def handle(self, req: ConsumerSendMsgBackRequest, call: Call) -> None:
+    def handle(self, req: ConsumerSendMsgBackRequest, call: Caller) -> None:
         check_group(req.consumer_group)
         if req.phys_offset < 0:
             raise InvalidParameterError(f"CommitLog offset {req.phys_offset} is negative")
@@ -96,7 +97,7 @@ class SendBackProcessor:
         limit: int,
         body: AnyReply,
         frames: list[Any],
-        call: Call,
+        call: Caller,
     ) -> None:
         if isinstance(body, ErrorReply):
             call.reply(body)  # QUERY_NOT_FOUND: the message is gone (retention)

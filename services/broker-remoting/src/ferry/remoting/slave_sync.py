@@ -40,11 +40,12 @@ from ferry.protocol.messages import (
     SyncedOffset,
 )
 from ferry.remoting.auth_admin import AuthAdmin
+from ferry.remoting.calls import Caller
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.scheduler_link import SchedulerLink
 from ferry.remoting.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
-from ferry.runtime.service import Call, Peer, Service
+from ferry.runtime.service import Peer, Service
 from ferry.runtime.throttled_log import ThrottledLog
 
 log = logging.getLogger("ferry.remoting.slave_sync")
@@ -199,7 +200,7 @@ class MasterSyncProcessor:
         self._offsets = offsets
         self._scheduler = scheduler
 
-    def handle(self, req: SlaveSyncRequest, call: Call) -> None:
+    def handle(self, req: SlaveSyncRequest, call: Caller) -> None:
         for entry in req.offsets:
             mine = self._offsets.get(entry.group, entry.topic, entry.queue_id)
             if mine is None or entry.offset > mine:

@@ -27,8 +27,9 @@ from ferry.protocol.messages import (
     ViewMessageRequest,
 )
 from ferry.protocol.names import check_topic
+from ferry.remoting.calls import Caller
 from ferry.remoting.topic_table import TopicTable
-from ferry.runtime.service import Call, Peer
+from ferry.runtime.service import Peer
 
 STORE_QUERY_TIMEOUT_S = 5.0
 # retention deletes files and may wait for a flush: give it longer
@@ -41,13 +42,13 @@ class StoreQueryProcessor:
         self._store = store
         self._ha = ha
 
-    def search_offset(self, req: SearchOffsetByTimestampRequest, call: Call) -> None:
+    def search_offset(self, req: SearchOffsetByTimestampRequest, call: Caller) -> None:
         if self._topics.get(req.topic) is None:
             check_topic(req.topic)
             raise TopicNotExistError(f"topic {req.topic!r} does not exist on this broker")
         self._forward(req, call, OffsetReply, STORE_QUERY_TIMEOUT_S)
 
-    def query_cq(self, req: QueryConsumeQueueRequest, call: Call) -> None:
+    def query_cq(self, req: QueryConsumeQueueRequest, call: Caller) -> None:
         """mqadmin queryCq: the store reads the entries; remoting knows the queue count."""
         config = self._topics.get(req.topic)
         if config is None:
@@ -64,20 +65,20 @@ class StoreQueryProcessor:
             )
         self._forward(req, call, ConsumeQueueReply, STORE_QUERY_TIMEOUT_S)
 
-    def ha_status(self, _req: GetBrokerHaStatusRequest, call: Call) -> None:
+    def ha_status(self, _req: GetBrokerHaStatusRequest, call: Caller) -> None:
         """mqadmin haStatus: the group's ha-replicator answers."""
         self._forward(HaStatusRequest(), call, HaStatusReply, STORE_QUERY_TIMEOUT_S, self._ha)
 
-    def view_message(self, req: ViewMessageRequest, call: Call) -> None:
+    def view_message(self, req: ViewMessageRequest, call: Caller) -> None:
         self._forward(req, call, ViewMessageReply, STORE_QUERY_TIMEOUT_S)
 
-    def delete_expired(self, req: DeleteExpiredCommitLogRequest, call: Call) -> None:
+    def delete_expired(self, req: DeleteExpiredCommitLogRequest, call: Caller) -> None:
         self._forward(req, call, OkReply, STORE_DELETE_TIMEOUT_S)
 
     def _forward(
         self,
         req: AnyRequest,
-        call: Call,
+        call: Caller,
         expected: type[Reply],
         timeout_s: float,
         peer: Peer | None = None,
