@@ -15,7 +15,7 @@ setup(
         Extension(
             "ferry.native._speedups",
             [SRC + unit for unit in UNITS],
-            depends=[SRC + "speedups.h"],
+            depends=[SRC + "speedups.h", SRC + "record_layout.h"],
             libraries=["z"],  # zlib's crc32, as zlib.crc32 (python3 itself needs libz)
             # hidden: what the units lend each other is reached directly, not through the GOT
             # as an exported symbol would be (PyInit__speedups is exported by PyMODINIT_FUNC)

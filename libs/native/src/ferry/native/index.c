@@ -150,7 +150,7 @@ static PyObject *py_indexed_records(PyObject *self, PyObject *args) {
     if (!out) goto fail;
     while (pos < end) {
         if (end - pos < OFF_BODY) {
-            if (end - pos >= BLANK_MIN && get_u32(d + pos + 4) == BLANK_MAGIC &&
+            if (end - pos >= BLANK_MIN && get_u32(d + pos + OFF_MAGIC) == BLANK_MAGIC &&
                 get_i32(d + pos) > 0) {
                 pos += get_i32(d + pos);
                 continue;
@@ -159,7 +159,7 @@ static PyObject *py_indexed_records(PyObject *self, PyObject *args) {
         }
         const uint8_t *r = d + pos;
         int32_t size = get_i32(r);
-        uint32_t magic = get_u32(r + 4);
+        uint32_t magic = get_u32(r + OFF_MAGIC);
         if (magic != MAGIC) {
             if (magic == BLANK_MAGIC && size > 0) {
                 pos += size;
@@ -167,21 +167,21 @@ static PyObject *py_indexed_records(PyObject *self, PyObject *args) {
             }
             goto python_decides;
         }
-        int64_t phys = get_i64(r + 28);
-        int32_t sysflag = get_i32(r + 36);
-        int64_t store_ms = get_i64(r + 56);
-        int32_t body_len = get_i32(r + 84);
+        int64_t phys = get_i64(r + OFF_PHYS_OFFSET);
+        int32_t sysflag = get_i32(r + OFF_SYSFLAG);
+        int64_t store_ms = get_i64(r + OFF_STORE_TIMESTAMP);
+        int32_t body_len = get_i32(r + OFF_BODYLEN);
         Py_ssize_t stop = pos + size;
         Py_ssize_t at = pos + OFF_BODY + body_len;
-        if (size < FIXED_SIZE || size > end - pos || body_len < 0 || at + 3 > stop)
+        if (size < FIXED_SIZE || size > end - pos || body_len < 0 || at + TAIL_SIZE > stop)
             goto python_decides;
-        Py_ssize_t topic_end = at + 1 + d[at];
-        Py_ssize_t props = topic_end + 2;
+        Py_ssize_t topic_end = at + TOPIC_LEN_SIZE + d[at];
+        Py_ssize_t props = topic_end + PROPS_LEN_SIZE;
         if (props > stop || props + ((d[topic_end] << 8) | d[topic_end + 1]) != stop)
             goto python_decides;
         pos = stop;
-        if ((sysflag & TX_ROLLBACK) == TX_ROLLBACK || props == stop) continue;
-        const uint8_t *topic = d + at + 1;
+        if ((sysflag & SYSFLAG_TX_ROLLBACK) == SYSFLAG_TX_ROLLBACK || props == stop) continue;
+        const uint8_t *topic = d + at + TOPIC_LEN_SIZE;
         Py_ssize_t topic_len = d[at];
         hashes = PyList_New(0);
         if (!hashes) goto fail;

@@ -128,16 +128,16 @@ static PyObject *py_decode_records(PyObject *self, PyObject *args) {
         if (pos < 0 || stop - pos < OFF_BODY) break; /* a blank tail or a bad record: Python */
         const uint8_t *r = d + pos;
         int32_t size = get_i32(r);
-        int32_t body_len = get_i32(r + 84);
-        int32_t sysflag = get_i32(r + 36);
-        if (get_u32(r + 4) != MAGIC || size < FIXED_SIZE || size > stop - pos || body_len < 0 ||
-            (sysflag & 1) || get_i64(r + 28) < 0)
+        int32_t body_len = get_i32(r + OFF_BODYLEN);
+        int32_t sysflag = get_i32(r + OFF_SYSFLAG);
+        if (get_u32(r + OFF_MAGIC) != MAGIC || size < FIXED_SIZE || size > stop - pos || body_len < 0 ||
+            (sysflag & SYSFLAG_COMPRESSED) || get_i64(r + OFF_PHYS_OFFSET) < 0)
             break; /* blank, bad, compressed or a negative offset (its id is Python's): Python */
         Py_ssize_t end = pos + size;
         Py_ssize_t at = pos + OFF_BODY + body_len;
-        if (at + 3 > end) break;
+        if (at + TAIL_SIZE > end) break;
         Py_ssize_t topic_len = d[at];
-        Py_ssize_t props_at = at + 3 + topic_len;
+        Py_ssize_t props_at = at + TAIL_SIZE + topic_len;
         if (props_at > end) break;
         int special = 0;
         PyObject *props = decode_props(d + props_at, end - props_at, &special);
@@ -161,16 +161,16 @@ static PyObject *py_decode_records(PyObject *self, PyObject *args) {
                 continue;
             }
         }
-        PyObject *topic = memo_get(&topic_memo, d + at + 1, topic_len, topic_of);
+        PyObject *topic = memo_get(&topic_memo, d + at + TOPIC_LEN_SIZE, topic_len, topic_of);
         if (!topic) goto fail_props;
-        PyObject *host = memo_get(&store_memo, r + 64, 8, host_info); /* (text, id prefix) */
+        PyObject *host = memo_get(&store_memo, r + OFF_STORE_HOST, HOST_SIZE, host_info); /* (text, id prefix) */
         if (!host || !PyTuple_Check(host) || PyTuple_GET_SIZE(host) != 2) {
             Py_XDECREF(host);
             Py_DECREF(topic);
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "host_info: (text, prefix)");
             goto fail_props;
         }
-        int32_t qid = get_i32(r + 12);
+        int32_t qid = get_i32(r + OFF_QUEUE_ID);
         if (!queue || queue_topic != topic || queue_qid != qid) {
             PyObject *q = PyObject_CallFunction(queue_cls, "OOi", topic, broker_name, (int)qid);
             if (!q) {
@@ -182,7 +182,7 @@ static PyObject *py_decode_records(PyObject *self, PyObject *args) {
             Py_XSETREF(queue_topic, Py_NewRef(topic));
             queue_qid = qid;
         }
-        int64_t phys = get_i64(r + 28);
+        int64_t phys = get_i64(r + OFF_PHYS_OFFSET);
         PyObject *msg = ((PyTypeObject *)cls)->tp_new((PyTypeObject *)cls, empty_tuple, NULL);
         PyObject *prefix = PyTuple_GET_ITEM(host, 1);
         PyObject *offset_id = (msg && PyUnicode_Check(prefix) && PyUnicode_IS_ASCII(prefix))
@@ -208,15 +208,15 @@ static PyObject *py_decode_records(PyObject *self, PyObject *args) {
         if (rc == 0) rc = set_attr(msg, A_MSG_ID, Py_NewRef(uniq ? uniq : offset_id));
         if (rc == 0) rc = set_attr(msg, A_OFFSET_MSG_ID, Py_NewRef(offset_id));
         if (rc == 0) rc = set_attr(msg, A_QUEUE, Py_NewRef(queue));
-        if (rc == 0) rc = set_attr(msg, A_QUEUE_OFFSET, PyLong_FromLongLong(get_i64(r + 20)));
+        if (rc == 0) rc = set_attr(msg, A_QUEUE_OFFSET, PyLong_FromLongLong(get_i64(r + OFF_QUEUE_OFFSET)));
         if (rc == 0) rc = set_attr(msg, A_COMMITLOG_OFFSET, PyLong_FromLongLong(phys));
-        if (rc == 0) rc = set_attr(msg, A_BORN_TIMESTAMP, PyLong_FromLongLong(get_i64(r + 40)));
-        if (rc == 0) rc = set_attr(msg, A_STORE_TIMESTAMP, PyLong_FromLongLong(get_i64(r + 56)));
-        if (rc == 0) rc = set_attr(msg, A_BORN_HOST, memo_get(&born_memo, r + 48, 8, unpack_host));
+        if (rc == 0) rc = set_attr(msg, A_BORN_TIMESTAMP, PyLong_FromLongLong(get_i64(r + OFF_BORN_TIMESTAMP)));
+        if (rc == 0) rc = set_attr(msg, A_STORE_TIMESTAMP, PyLong_FromLongLong(get_i64(r + OFF_STORE_TIMESTAMP)));
+        if (rc == 0) rc = set_attr(msg, A_BORN_HOST, memo_get(&born_memo, r + OFF_BORN_HOST, HOST_SIZE, unpack_host));
         if (rc == 0) rc = set_attr(msg, A_STORE_HOST, Py_NewRef(PyTuple_GET_ITEM(host, 0)));
-        if (rc == 0) rc = set_attr(msg, A_RECONSUME_TIMES, PyLong_FromLong(get_i32(r + 72)));
+        if (rc == 0) rc = set_attr(msg, A_RECONSUME_TIMES, PyLong_FromLong(get_i32(r + OFF_RECONSUME_TIMES)));
         if (rc == 0) rc = set_attr(msg, A_BROKER_NAME, Py_NewRef(broker_name));
-        if (rc == 0) rc = set_attr(msg, A_FLAG, PyLong_FromLong(get_i32(r + 16)));
+        if (rc == 0) rc = set_attr(msg, A_FLAG, PyLong_FromLong(get_i32(r + OFF_FLAG)));
         if (rc == 0) rc = set_attr(msg, A_SYSFLAG, PyLong_FromLong(sysflag));
         if (rc == 0 && slots_direct) {
             /* Out of the collector's sight: a received message holds str, bytes, int, None,

@@ -40,7 +40,7 @@ static inline __attribute__((always_inline)) PyObject *encode_batch(
     long long born_ts, Py_ssize_t compress_over, const Py_ssize_t at_body,
     const Py_ssize_t at_tags, const Py_ssize_t at_keys) {
     Py_ssize_t n = PyList_GET_SIZE(msgs);
-    if (PyList_GET_SIZE(ids) != n || born_host->len != 8) {
+    if (PyList_GET_SIZE(ids) != n || born_host->len != HOST_SIZE) {
         PyErr_SetString(PyExc_ValueError, "encode_plain_batch: one id per message, 8-byte host");
         return NULL;
     }
@@ -61,11 +61,11 @@ static inline __attribute__((always_inline)) PyObject *encode_batch(
             utf8_of(PyList_GET_ITEM(ids, i), &id) < 0)
             return NULL;
         Py_ssize_t props = 10 + id.n + (tags.n ? 6 + tags.n : 0) + (keys.n ? 6 + keys.n : 0);
-        if (props > 0xFFFF) {
+        if (props > MAX_PROPS_BYTES) {
             PyErr_SetString(PyExc_ValueError, "encode_plain_batch: properties over 65535 bytes");
             return NULL;
         }
-        total += OFF_BODY + PyBytes_GET_SIZE(PyTuple_GET_ITEM(m, at_body)) + tail->len + 2 + props;
+        total += OFF_BODY + PyBytes_GET_SIZE(PyTuple_GET_ITEM(m, at_body)) + tail->len + PROPS_LEN_SIZE + props;
     }
     PyObject *result = PyBytes_FromStringAndSize(NULL, total);
     if (!result) return NULL;
@@ -79,13 +79,13 @@ static inline __attribute__((always_inline)) PyObject *encode_batch(
         utf8_of(PyList_GET_ITEM(ids, i), &id);
         Py_ssize_t n_body = PyBytes_GET_SIZE(body);
         Py_ssize_t props = 10 + id.n + (tags.n ? 6 + tags.n : 0) + (keys.n ? 6 + keys.n : 0);
-        Py_ssize_t size = OFF_BODY + n_body + tail->len + 2 + props;
+        Py_ssize_t size = OFF_BODY + n_body + tail->len + PROPS_LEN_SIZE + props;
         memset(o, 0, OFF_BODY);
         put_u32(o, (uint32_t)size);
-        put_u32(o + 4, MAGIC);
-        put_i64(o + 40, born_ts);
-        memcpy(o + 48, born_host->buf, 8);
-        put_u32(o + 84, (uint32_t)n_body);
+        put_u32(o + OFF_MAGIC, MAGIC);
+        put_i64(o + OFF_BORN_TIMESTAMP, born_ts);
+        memcpy(o + OFF_BORN_HOST, born_host->buf, HOST_SIZE);
+        put_u32(o + OFF_BODYLEN, (uint32_t)n_body);
         o += OFF_BODY;
         memcpy(o, PyBytes_AS_STRING(body), (size_t)n_body);
         o += n_body;

@@ -4,8 +4,8 @@
  * The units, one per user: record.c (CRC-32), store.c (the broker-store's batch scan, stamp
  * and pull ranges), index.c (the index's key hashes and entries), sdk.c with sdk_receive.c
  * and sdk_send.c (the client's decode, encode and send results), and _speedups.c, which
- * makes the module of them all. Record layout: ferry.protocol.record (big-endian, RocketMQ
- * v1 field order).
+ * makes the module of them all. The record layout (offsets, sizes, magic codes, flags) is
+ * record_layout.h, generated from ferry.protocol.record_layout by libs/native/gen_layout.py.
  */
 #ifndef FERRY_SPEEDUPS_H
 #define FERRY_SPEEDUPS_H
@@ -15,13 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAGIC 0xDAA320A7u
-#define BLANK_MAGIC 0xCBD43194u
-#define FIXED_SIZE 91
-#define BLANK_MIN 8
-#define OFF_BODY 88
-#define CQ_ENTRY_SIZE 20
-#define TX_ROLLBACK 0xC /* both transaction bits: a rolled-back record */
+#include "record_layout.h"
 
 static inline uint32_t get_u32(const uint8_t *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];

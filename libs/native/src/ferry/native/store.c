@@ -26,15 +26,15 @@ static PyObject *py_scan_batch(PyObject *self, PyObject *args) {
         if (n - pos < FIXED_SIZE) goto python_decides;
         const uint8_t *r = d + pos;
         int32_t size = get_i32(r);
-        int32_t body_len = get_i32(r + 84);
-        if (get_u32(r + 4) != MAGIC || size < FIXED_SIZE || size > n - pos || body_len < 0)
+        int32_t body_len = get_i32(r + OFF_BODYLEN);
+        if (get_u32(r + OFF_MAGIC) != MAGIC || size < FIXED_SIZE || size > n - pos || body_len < 0)
             goto python_decides;
         Py_ssize_t end = pos + size;
         Py_ssize_t at = pos + OFF_BODY + body_len; /* the topic length byte */
-        if (at + 3 > end) goto python_decides;
-        Py_ssize_t props = at + 3 + d[at];
+        if (at + TAIL_SIZE > end) goto python_decides;
+        Py_ssize_t props = at + TAIL_SIZE + d[at]; /* PROPLEN: the two bytes before */
         if (props > end || props + ((d[props - 2] << 8) | d[props - 1]) != end) goto python_decides;
-        if (d[at] != topic.len || memcmp(d + at + 1, t, (size_t)topic.len) != 0 ||
+        if (d[at] != topic.len || memcmp(d + at + TOPIC_LEN_SIZE, t, (size_t)topic.len) != 0 ||
             body_len > max_body || size > max_record)
             goto python_decides;
         PyObject *code = NULL;
@@ -51,7 +51,7 @@ static PyObject *py_scan_batch(PyObject *self, PyObject *args) {
             code = PyLong_FromLong(0);
         }
         if (!code) goto done;
-        PyObject *s = PyLong_FromLong(size), *f = PyLong_FromLong(get_i32(r + 16));
+        PyObject *s = PyLong_FromLong(size), *f = PyLong_FromLong(get_i32(r + OFF_FLAG));
         if (!s || !f) {
             Py_XDECREF(s);
             Py_XDECREF(f);
@@ -92,7 +92,7 @@ static PyObject *py_stamp(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     Py_ssize_t n = PyList_GET_SIZE(sizes);
     if (k < 0 || j > n || k > j || PyList_GET_SIZE(flags) < j || PyList_GET_SIZE(tags) < j ||
-        PyList_GET_SIZE(phys) < j || host.len != 8 || cq.len < CQ_ENTRY_SIZE * j) {
+        PyList_GET_SIZE(phys) < j || host.len != HOST_SIZE || cq.len < CQ_ENTRY_SIZE * j) {
         PyErr_SetString(PyExc_ValueError, "stamp: arguments do not agree");
         goto done;
     }
@@ -109,17 +109,17 @@ static PyObject *py_stamp(PyObject *self, PyObject *args) {
             goto done;
         }
         uint8_t *r = o + local;
-        put_u32(r + 12, (uint32_t)queue_id);
-        put_u32(r + 16, (uint32_t)flag);
-        put_i64(r + 20, first_queue_offset + i);
-        put_i64(r + 28, at);
-        put_i64(r + 56, store_ms);
-        memcpy(r + 64, host.buf, 8);
-        put_u32(r + 8, ferry_crc32(r + 12, size - 12));
+        put_u32(r + OFF_QUEUE_ID, (uint32_t)queue_id);
+        put_u32(r + OFF_FLAG, (uint32_t)flag);
+        put_i64(r + OFF_QUEUE_OFFSET, first_queue_offset + i);
+        put_i64(r + OFF_PHYS_OFFSET, at);
+        put_i64(r + OFF_STORE_TIMESTAMP, store_ms);
+        memcpy(r + OFF_STORE_HOST, host.buf, HOST_SIZE);
+        put_u32(r + OFF_CRC, ferry_crc32(r + CRC_START, size - CRC_START));
         uint8_t *e = c + CQ_ENTRY_SIZE * i;
         put_i64(e, at);
-        put_u32(e + 8, (uint32_t)size);
-        put_i64(e + 12, code);
+        put_u32(e + CQ_OFF_SIZE, (uint32_t)size);
+        put_i64(e + CQ_OFF_TAGS, code);
         PyObject *p = PyLong_FromLongLong(at);
         if (!p) goto done;
         if (PyList_SetItem(phys, i, p) < 0) goto done;
@@ -167,7 +167,7 @@ static PyObject *py_queue_runs(PyObject *self, PyObject *args) {
     for (; used < n; used++) {
         const uint8_t *e = p + used * CQ_ENTRY_SIZE;
         long long phys = (long long)get_i64(e);
-        long long size = (long long)get_i32(e + 8);
+        long long size = (long long)get_i32(e + CQ_OFF_SIZE);
         if (count && total > max_bytes - size) { /* total + size > max_bytes, no overflow */
             state = 1;
             break;

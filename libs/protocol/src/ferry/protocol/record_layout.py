@@ -102,8 +102,13 @@ PROP_SEP = "\x01"
 PROP_END = "\x02"
 
 # a ConsumeQueue entry: the record's CommitLog offset, its size, its tags code
-CQ_ENTRY = struct.Struct(">qiq")
+_CQ_SPEC = (("phys_offset", "q"), ("size", "i"), ("tags_code", "q"))
+CQ_ENTRY = struct.Struct(">" + "".join(code for _, code in _CQ_SPEC))
 CQ_ENTRY_SIZE = CQ_ENTRY.size
+CQ_ENTRY_FIELDS = {
+    name: struct.calcsize(">" + "".join(code for _, code in _CQ_SPEC[:i]))
+    for i, (name, _) in enumerate(_CQ_SPEC)
+}  # name -> offset in the entry
 
 
 def fields_struct(*names: str) -> struct.Struct:
