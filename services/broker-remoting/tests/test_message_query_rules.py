@@ -7,7 +7,8 @@ import pytest
 from ferry.protocol import record
 from ferry.protocol.errors import InvalidParameterError
 from ferry.protocol.messages import QueryMessageRequest
-from ferry.remoting.message_query import carries_key, check_query
+from ferry.protocol.messages.index import check_query
+from ferry.remoting.message_query import carries_key
 
 
 def stored(topic: str, keys: str | None, uniq: str | None) -> bytes:
