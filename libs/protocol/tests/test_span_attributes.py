@@ -25,3 +25,9 @@ def test_a_single_message_is_no_batch_and_empty_facts_are_left_out() -> None:
 def test_rocketmq_attributes_are_named_under_messaging_rocketmq() -> None:
     attributes = messaging("end_transaction", rocketmq={"transaction.from_check": True})
     assert attributes["messaging.rocketmq.transaction.from_check"] is True
+
+
+def test_a_batching_operation_names_its_count_even_for_one_message() -> None:
+    assert messaging("receive", batch_count=1, batching=True)["messaging.batch.message_count"] == 1
+    assert "messaging.batch.message_count" not in messaging("receive", batch_count=1)
+    assert "messaging.batch.message_count" not in messaging("receive", batching=True)

@@ -24,14 +24,17 @@ def messaging(
     consumer_group: str = "",
     message_id: str = "",
     batch_count: int = 0,
+    batching: bool = False,
     conversation_id: str = "",
     client_id: str = "",
     rocketmq: dict[str, AttributeValue] | None = None,
 ) -> dict[str, Any]:
     """The attributes of one messaging span; empty arguments are left out. `rocketmq` holds
     the RocketMQ-specific ones by their name after `messaging.rocketmq.` (e.g. client_group,
-    message.type, transaction.resolution). Typed Any so it spreads into a tracer's keyword
-    arguments; the values are AttributeValue."""
+    message.type, transaction.resolution). A batch count is named above 1, or from 1 with
+    `batching` (an operation of a batching API, e.g. a receive: its count is a fact even
+    when one message came). Typed Any so it spreads into a tracer's keyword arguments; the
+    values are AttributeValue."""
     attributes: dict[str, Any] = {"messaging.system": SYSTEM}
     if operation_type:
         attributes["messaging.operation.type"] = operation_type
@@ -45,7 +48,7 @@ def messaging(
         attributes["messaging.consumer.group.name"] = consumer_group
     if message_id:
         attributes["messaging.message.id"] = message_id
-    if batch_count > 1:
+    if batch_count > 1 or (batching and batch_count > 0):
         attributes["messaging.batch.message_count"] = batch_count
     if conversation_id:
         attributes["messaging.message.conversation_id"] = conversation_id
