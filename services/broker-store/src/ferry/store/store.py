@@ -2,6 +2,9 @@
 
 A plain object (no sockets, no timers): app.py drives it from the service loop and the tests
 drive it directly. Everything runs on one thread except FlushPlan.run (see flush.py).
+Opening it (lock, load, recovery) is in store_open.py, a queue's read for a pull in
+queue_get.py, and what its calls return in store_results.py; the result types and the read
+limits stay importable from here.
 """
 
 from __future__ import annotations
@@ -10,16 +13,11 @@ import errno
 import logging
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import NamedTuple
 
-from ferry import native
 from ferry.protocol import record
-from ferry.protocol.codes import PullStatus
 from ferry.protocol.errors import (
-    BrokerSystemError,
     DiskFullError,
     FerryError,
     InvalidParameterError,
@@ -28,56 +26,34 @@ from ferry.protocol.errors import (
 from ferry.protocol.messages import ConsumeQueueReply, QueueStat, StoreStatusReply
 from ferry.protocol.names import check_topic
 from ferry.runtime.config import BrokerConfig
-from ferry.runtime.dir_lock import DirLock, LastStop
-from ferry.store import pull_runs, truncation
+from ferry.runtime.dir_lock import DirLock
 from ferry.store.batch import scan_batch
 from ferry.store.checkpoint import Checkpoint, CheckpointData
 from ferry.store.commit_log import CommitLog
 from ferry.store.consume_queue import ConsumeQueueTable
 from ferry.store.flush import FlushPlan
-from ferry.store.mapped_file import MappedFile, PendingDir, make_dirs
-from ferry.store.property_filter import record_matcher
+from ferry.store.mapped_file import MappedFile, PendingDir
 from ferry.store.queries import cq_entries, offset_by_time, view_record
-from ferry.store.recovery import RecoveryReport, recover
-from ferry.store.retention import DiskUsage, Retention, RetentionPolicy, RetentionReport
+from ferry.store.queue_get import FILTER_SCAN, MAX_GET_MSGS, SQL_FILTER_SCAN, get_records
+from ferry.store.recovery import RecoveryReport
+from ferry.store.retention import Retention, RetentionReport
+from ferry.store.store_open import open_store
+from ferry.store.store_results import GetResult, PutResult, ReadLogResult
+
+__all__ = [
+    "FILTER_SCAN",
+    "MAX_GET_MSGS",
+    "MAX_QUEUE_ID",
+    "SQL_FILTER_SCAN",
+    "GetResult",
+    "MessageStore",
+    "PutResult",
+    "ReadLogResult",
+]
 
 log = logging.getLogger("ferry.store")
 
 MAX_QUEUE_ID = (1 << 31) - 1
-MAX_GET_MSGS = 65_536
-# ConsumeQueue entries a filtered get looks at before answering NO_MATCHED_MSG (RocketMQ's
-# maxFilterMessageCount)
-FILTER_SCAN = 16_000
-# the same for an SQL92 filter, which reads each record's properties (~2 us a record): fewer,
-# so that one sparse filter holds the store's loop for milliseconds, not tens of them
-SQL_FILTER_SCAN = 4_000
-
-
-class PutResult(NamedTuple):
-    queue_offset: int  # of the first record
-    phys_offsets: list[int]
-    from_offset: int  # log end before the put ...
-    next_offset: int  # ... and after it: the bytes the dispatch feed announces
-    written: bytearray | None = None  # those bytes, when one write stored them all
-
-
-@dataclass(frozen=True, slots=True)
-class GetResult:
-    status: PullStatus
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    count: int = 0
-    payload: memoryview | bytes = b""
-    runs: list[tuple[int, int]] | None = None  # [start, stop) log ranges of the records
-
-
-class ReadLogResult(NamedTuple):
-    from_offset: int
-    next_offset: int
-    min_offset: int
-    max_offset: int
-    payload: memoryview | bytes
 
 
 class MessageStore:
@@ -118,62 +94,8 @@ class MessageStore:
     @classmethod
     def open(cls, config: BrokerConfig) -> MessageStore:
         """Takes the directory's lock, maps the files and recovers; raises DirLockedError
-        when another store holds the directory."""
-        policy = RetentionPolicy.from_config(config)  # ConfigError before anything is touched
-        root = config.store_root.resolve()
-        make_dirs(root)
-        lock = DirLock(root, "broker-store")
-        parts: list[CommitLog | ConsumeQueueTable | Checkpoint] = []
-        started = time.monotonic()
-        try:
-            checkpoint = Checkpoint(root / "checkpoint")
-            parts.append(checkpoint)
-            commit_log = CommitLog(root / "commitlog", config.mapped_file_size_commit_log)
-            parts.append(commit_log)
-            commit_log.load()
-            queues = ConsumeQueueTable(root / "consumequeue", config.mapped_file_size_consume_queue)
-            parts.append(queues)
-            queues.load()
-            clean = lock.last_stop() is LastStop.CLEAN
-            saved = checkpoint.read()
-            cut_at = truncation.read(root)
-            report = recover(commit_log, queues, saved, cut_at)
-            (log.info if clean else log.warning)(
-                "%s; log end %d (verified from %d), %d entries dropped, %d re-dispatched; "
-                "files loaded and checked in %.0f ms",
-                "clean start" if clean else "the last run did not stop cleanly: recovered",
-                report.log_end,
-                report.scanned_from,
-                report.dropped_entries,
-                report.redispatched,
-                (time.monotonic() - started) * 1000,
-            )
-            store = cls(
-                root,
-                lock,
-                checkpoint,
-                commit_log,
-                queues,
-                Retention(
-                    commit_log, queues, policy, DiskUsage(root, config.disk_used_ratio_override)
-                ),
-                max_message_size=config.max_message_size,
-                store_host=f"{config.advertised_host}:{config.listen_port}",
-            )
-            store.last_store_ms = max(
-                (cq.last_store_ms for cq in queues.queues.values()), default=0
-            )
-            store._written = saved or CheckpointData()
-            store.recovery = report
-            truncation.done(root, commit_log)
-            store.retention.check_disk()
-            lock.mark_running()
-        except BaseException:
-            for part in reversed(parts):
-                part.close()
-            lock.release()
-            raise
-        return store
+        when another store holds the directory (see store_open.py)."""
+        return open_store(cls, config)
 
     # ---- writes ----
 
@@ -268,42 +190,17 @@ class MessageStore:
         """Records of a queue from queue_offset, as they lie in the log; with payload=False,
         only where they lie (runs). tag_codes or an SQL92 filter (sql) skip records; skipped
         ones move the next offset on (NO_MATCHED_MSG when none is left)."""
-        cq = self.queues.get(topic, queue_id)
-        lo, hi = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
-        if cq is not None and self.confirmed is not None and self.confirmed < self.log.end:
-            # readers see only what the in-sync set holds (gate_reads): the rest may be cut
-            hi = cq.first_past(max(lo, min(queue_offset, hi)), hi, self.confirmed)
-        if queue_offset < lo or queue_offset > hi:
-            nearest = lo if queue_offset < lo else hi
-            return GetResult(PullStatus.OFFSET_ILLEGAL, nearest, lo, hi)
-        if queue_offset == hi or cq is None:
-            return GetResult(PullStatus.NO_NEW_MSG, queue_offset, lo, hi)
-        max_msgs = min(max(max_msgs, 1), MAX_GET_MSGS, hi - queue_offset)
-        wanted = set(tag_codes) if tag_codes else None
-        match = record_matcher(self.log, sql) if sql else None
-        scan = max_msgs
-        if wanted is not None or match is not None:
-            most = FILTER_SCAN if match is None else SQL_FILTER_SCAN
-            scan = min(max(max_msgs, most), hi - queue_offset)
-        if wanted is None and match is None and native.ENABLED:
-            runs, count, nxt = pull_runs.collect(
-                cq, queue_offset, max_msgs, max_bytes, self.log.end
-            )
-        else:
-            runs, count, nxt = pull_runs.collect_py(
-                cq, queue_offset, scan, max_msgs, max_bytes, wanted, self.log.end, match
-            )
-        if count == 0:
-            if nxt > queue_offset:
-                return GetResult(PullStatus.NO_MATCHED_MSG, nxt, lo, hi)
-            raise BrokerSystemError(f"{cq.name}: entry {queue_offset} is unreadable")
-        if not payload:
-            return GetResult(PullStatus.FOUND, nxt, lo, hi, count, b"", runs)
-        if len(runs) == 1:
-            data: memoryview | bytes = self.log.view(runs[0][0], runs[0][1])
-        else:
-            data = b"".join([self.log.view(a, b) for a, b in runs])
-        return GetResult(PullStatus.FOUND, nxt, lo, hi, count, data, runs)
+        return get_records(
+            self.log,
+            self.queues.get(topic, queue_id),
+            self.confirmed,
+            queue_offset,
+            max_msgs,
+            max_bytes,
+            tag_codes,
+            payload,
+            sql,
+        )
 
     def gate_reads(self) -> None:
         """From now on queue reads stop at `confirmed`, which only confirm() moves. It starts
