@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import zmq
 
@@ -41,6 +41,26 @@ class ReturnAddress:
 
 
 NOTICE_ID = 0  # the correlation id of messages a service sends unasked
+
+
+class Channel(Protocol):
+    """A client's connection, kept to send it something later, unasked (a notice): each wire
+    (ZeroMQ here, a protocol door elsewhere) encodes the notice its own way."""
+
+    def notify(self, body: AnyReply) -> None: ...
+
+
+class ZmqChannel:
+    """A ZeroMQ client's channel: a ReplyEnvelope with id NOTICE_ID to its routing id."""
+
+    __slots__ = ("_service", "address")
+
+    def __init__(self, service: Service, address: ReturnAddress) -> None:
+        self._service = service
+        self.address = address
+
+    def notify(self, body: AnyReply) -> None:
+        self._service.notify(self.address, body)
 
 
 class Call:
@@ -101,3 +121,7 @@ class Call:
     @property
     def return_address(self) -> ReturnAddress:
         return ReturnAddress(self._socket, tuple(self.routing))
+
+    @property
+    def channel(self) -> ZmqChannel:
+        return ZmqChannel(self._service, self.return_address)

@@ -14,7 +14,8 @@ from typing import Any, Protocol
 
 from ferry.protocol.errors import FerryError
 from ferry.protocol.messages import AnyReply, SendMessageReply
-from ferry.runtime.service import Payload, ReturnAddress
+from ferry.runtime.call import Channel
+from ferry.runtime.service import Payload
 
 
 class Caller(Protocol):
@@ -36,8 +37,8 @@ class Caller(Protocol):
     def done(self) -> bool: ...
 
     @property
-    def return_address(self) -> ReturnAddress:
-        """Where notices to this client go (member_notices.py)."""
+    def channel(self) -> Channel:
+        """Where notices to this client go (member_notices.py), on whichever wire it came."""
         ...
 
     def reply(self, body: AnyReply, payload: Payload | None = None) -> None: ...

@@ -1,9 +1,10 @@
 """Telling a consumer group's members that the group changed (RocketMQ's
 NOTIFY_CONSUMER_IDS_CHANGED), so that they rebalance at once instead of at their next period.
 
-Each client's connection is remembered from its heartbeats (the ROUTER routing id of its
-DEALER); a notice is a ConsumerIdsChangedNotice in a ReplyEnvelope with id 0 sent there. A
-notice is a hint: a client that misses one rebalances at its next period anyway.
+Each client's channel is remembered from its heartbeats (the connection it came on, on
+whichever wire: a ZeroMQ routing id, or a protocol door's connection); a notice is a typed
+message (ConsumerIdsChangedNotice, a transaction check) that the channel encodes for its wire.
+A notice is a hint: a client that misses one rebalances at its next period anyway.
 """
 
 from __future__ import annotations
@@ -13,20 +14,19 @@ from collections.abc import Iterable
 
 from ferry.protocol.messages import AnyReply, ConsumerIdsChangedNotice
 from ferry.remoting.calls import Caller
-from ferry.runtime.service import ReturnAddress, Service
+from ferry.runtime.call import Channel
 
 log = logging.getLogger("ferry.remoting.notices")
 
 
 class MemberNotifier:
-    def __init__(self, service: Service) -> None:
-        self._service = service
-        self._channels: dict[str, ReturnAddress] = {}
+    def __init__(self) -> None:
+        self._channels: dict[str, Channel] = {}
         self.sent = 0
 
     def remember(self, client_id: str, call: Caller) -> None:
         """The connection a client's heartbeat came on is where its notices go."""
-        self._channels[client_id] = call.return_address
+        self._channels[client_id] = call.channel
 
     def forget(self, client_id: str) -> None:
         self._channels.pop(client_id, None)
@@ -42,7 +42,7 @@ class MemberNotifier:
         channel = self._channels.get(client_id)
         if channel is None:
             return False
-        self._service.notify(channel, notice)
+        channel.notify(notice)
         return True
 
     def notify(self, group: str, members: Iterable[str]) -> None:
@@ -53,6 +53,6 @@ class MemberNotifier:
             channel = self._channels.get(client_id)
             if channel is None:
                 continue
-            self._service.notify(channel, notice)
+            channel.notify(notice)
             self.sent += 1
         log.debug("group %s changed; members told", group)

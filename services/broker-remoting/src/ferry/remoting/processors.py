@@ -96,7 +96,7 @@ class BrokerProcessors:
 
         group_topics = GroupTopics(t.topics, topics_changed)
         locks = QueueLockTable()
-        self.notifier = MemberNotifier(service)
+        self.notifier = MemberNotifier()
         # controller mode, SYNC_MASTER: minInSyncReplicas and allAckInSyncStateSet
         self.isr = InSyncReplicas(config)
         self.replies = ReplyProcessor(config, t.topics, store, addr)  # request/reply

@@ -104,4 +104,4 @@ class _LeaseCheckedCall:
     traceparent = property(lambda self: self._call.traceparent)
     tracestate = property(lambda self: self._call.tracestate)
     done = property(lambda self: self._call.done)
-    return_address = property(lambda self: self._call.return_address)
+    channel = property(lambda self: self._call.channel)
