@@ -177,6 +177,12 @@ class Service:
         input; it must read until nothing is left (or a batch) and may find nothing."""
         self._poller.add(sock, fn)
 
+    @property
+    def poller(self) -> Poller:
+        """The loop's Poller: a transport on plain sockets (ferry.runtime.tcp_door) adds,
+        removes and asks write readiness for its fds there."""
+        return self._poller
+
     def used(self, sock: zmq.Socket[Any]) -> None:
         """A send on sock outside its reader: the loop asks it for input before sleeping
         (the send may have taken the wake-up of a message that arrived meanwhile)."""
@@ -314,15 +320,19 @@ class Service:
                 trace_refusal(self.name, env, refused)
                 call.fail(refused)
                 return
-        handler = self._handlers.get(type(env.body))
+        self.serve(env.body, call)
+
+    def serve(self, body: Any, call: Any) -> None:
+        """Runs the handler of one decoded (and, where security is on, checked) request and
+        answers through call: the one path every wire's requests take to the handlers (a
+        protocol door brings a call of its own with done, deferred, reply() and fail())."""
+        handler = self._handlers.get(type(body))
         if handler is None:
             call.fail(
-                RequestCodeNotSupportedError(
-                    f"{self.name} does not serve {type(env.body).__name__}"
-                )
+                RequestCodeNotSupportedError(f"{self.name} does not serve {type(body).__name__}")
             )
             return
-        if self.deferred_calls >= self.max_deferred and type(env.body) not in self.busy_exempt:
+        if self.deferred_calls >= self.max_deferred and type(body) not in self.busy_exempt:
             call.fail(
                 SystemBusyError(
                     f"{self.name} is overloaded "
@@ -331,12 +341,12 @@ class Service:
             )
             return
         try:
-            result = handler(env.body, call)
+            result = handler(body, call)
         except FerryError as err:
             call.fail(err)
             return
         except Exception as exc:
-            log.exception("%s: %s failed", self.name, type(env.body).__name__)
+            log.exception("%s: %s failed", self.name, type(body).__name__)
             call.fail(FerryError(f"internal error in {self.name}: {type(exc).__name__}: {exc}"))
             return
         if result is None:
