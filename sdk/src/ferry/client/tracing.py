@@ -13,16 +13,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any
 
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, NoOpTracerProvider, ProxyTracerProvider, SpanKind
 from opentelemetry.trace.status import Status, StatusCode
 
 from ferry.client.message import Message, MessageExt
+from ferry.protocol.span_attributes import AttributeValue, messaging
 
 log = logging.getLogger("ferry.client.tracing")
 
-SYSTEM = "rocketmq"
 TRACER_NAME = "ferry.client"
 # A batch's message ids, joined by ",", in one span event (as the broker's send span has them)
 BATCH_EVENT = "messages"
@@ -67,29 +68,22 @@ class Tracing:
             return None
         try:
             first = msgs[0]
-            attributes: dict[str, str | int | list[str]] = {
-                "messaging.system": SYSTEM,
-                "messaging.destination.name": topic,
-                "messaging.operation.name": "send",
-                "messaging.operation.type": "send",
-                "messaging.rocketmq.message.type": _message_type(first),
-            }
-            if self._client_id:
-                attributes["messaging.client.id"] = self._client_id
+            rocketmq: dict[str, AttributeValue] = {"message.type": _message_type(first)}
             if len(msgs) == 1:
-                attributes["messaging.message.id"] = msg_ids[0]
-                if first.tags:
-                    attributes["messaging.rocketmq.message.tag"] = first.tags
-                if first.keys:
-                    attributes["messaging.rocketmq.message.keys"] = list(first.keys)
+                rocketmq.update(_message_facts(first))
                 if first.delay_level > 0:
-                    attributes["messaging.rocketmq.message.delay_time_level"] = first.delay_level
+                    rocketmq["message.delay_time_level"] = first.delay_level
                 if first.deliver_at_ms is not None:
-                    attributes["messaging.rocketmq.message.delivery_timestamp"] = (
-                        first.deliver_at_ms
-                    )
-            else:
-                attributes["messaging.batch.message_count"] = len(msgs)
+                    rocketmq["message.delivery_timestamp"] = first.deliver_at_ms
+            attributes = messaging(
+                "send",
+                operation_type="send",
+                destination=topic,
+                message_id=msg_ids[0] if len(msgs) == 1 else "",
+                batch_count=len(msgs),
+                client_id=self._client_id,
+                rocketmq=rocketmq,
+            )
             span = self._tracer.start_span(
                 f"send {topic}", kind=SpanKind.PRODUCER, attributes=attributes
             )
@@ -153,13 +147,12 @@ class Tracing:
         if not self.enabled:
             return None
         try:
-            attributes: dict[str, str] = {
-                "messaging.system": SYSTEM,
-                "messaging.operation.name": operation,
-                "messaging.message.id": msg_id,
-                "messaging.rocketmq.client_group": group,
-                "messaging.rocketmq.transaction.resolution": resolution,
-            }
+            attributes = messaging(
+                operation,
+                message_id=msg_id,
+                client_id=self._client_id,
+                rocketmq={"client_group": group, "transaction.resolution": resolution},
+            )
             return self._in_trace_of(carrier, operation, SpanKind.CLIENT, attributes)
         except Exception:  # noqa: BLE001 - _failed logs it, once
             _failed("transaction span")
@@ -173,25 +166,23 @@ class Tracing:
         if not self.enabled:
             return None
         try:
-            attributes: dict[str, str] = {
-                "messaging.system": SYSTEM,
-                "messaging.destination.name": topic,
-                "messaging.operation.name": "send",
-                "messaging.operation.type": "send",
-                "messaging.message.id": msg_id,
-                "messaging.message.conversation_id": correlation_id,
-            }
+            attributes = messaging(
+                "send",
+                operation_type="send",
+                destination=topic,
+                message_id=msg_id,
+                conversation_id=correlation_id,
+                client_id=self._client_id,
+            )
             return self._in_trace_of(request, f"send {topic}", SpanKind.PRODUCER, attributes)
         except Exception:  # noqa: BLE001 - _failed logs it, once
             _failed("reply span")
             return None
 
     def _in_trace_of(
-        self, carrier: Mapping[str, str], name: str, kind: SpanKind, attributes: dict[str, str]
+        self, carrier: Mapping[str, str], name: str, kind: SpanKind, attributes: dict[str, Any]
     ) -> trace.Span:
         """A span in the trace whose context a message's properties (`carrier`) hold."""
-        if self._client_id:
-            attributes["messaging.client.id"] = self._client_id
         return self._tracer.start_span(
             name,
             context=propagate.extract(carrier) if "traceparent" in carrier else None,
@@ -226,15 +217,15 @@ class Tracing:
                     kind=SpanKind.CLIENT,
                     links=links,
                     start_time=start_ns,
-                    attributes={
-                        "messaging.system": SYSTEM,
-                        "messaging.destination.name": topic,
-                        "messaging.operation.name": "receive",
-                        "messaging.operation.type": "receive",
-                        "messaging.consumer.group.name": group,
-                        "messaging.batch.message_count": len(batch),
-                        "messaging.rocketmq.consumption_model": model.lower(),
-                    },
+                    attributes=messaging(
+                        "receive",
+                        operation_type="receive",
+                        destination=topic,
+                        consumer_group=group,
+                        batch_count=len(batch),
+                        batching=True,
+                        rocketmq={"consumption_model": model.lower()},
+                    ),
                 )
                 span.end(time.time_ns())
         except Exception:  # noqa: BLE001 - _failed logs it, once
@@ -256,28 +247,26 @@ class Tracing:
                     span_ctx = trace.get_current_span(ctx).get_span_context()
                     if span_ctx.is_valid:
                         links.append(Link(span_ctx))
-            attributes: dict[str, str | int | list[str]] = {
-                "messaging.system": SYSTEM,
-                "messaging.destination.name": topic,
-                "messaging.operation.name": "process",
-                "messaging.operation.type": "process",
-                "messaging.consumer.group.name": group,
-                "messaging.batch.message_count": len(msgs),
-                "messaging.rocketmq.consumption_model": model.lower(),
-            }
+            rocketmq: dict[str, AttributeValue] = {"consumption_model": model.lower()}
+            one = msgs[0] if len(msgs) == 1 else None
+            if one is not None:
+                rocketmq["message.reconsume_times"] = one.reconsume_times
+                rocketmq.update(_message_facts(one))
+            attributes = messaging(
+                "process",
+                operation_type="process",
+                destination=topic,
+                consumer_group=group,
+                message_id=one.msg_id if one is not None else "",
+                batch_count=len(msgs),
+                batching=True,
+                rocketmq=rocketmq,
+            )
             parent = None
-            if len(msgs) == 1:
-                msg = msgs[0]
-                attributes["messaging.message.id"] = msg.msg_id
-                attributes["messaging.rocketmq.message.reconsume_times"] = msg.reconsume_times
-                if msg.tags:
-                    attributes["messaging.rocketmq.message.tag"] = msg.tags
-                if msg.keys:
-                    attributes["messaging.rocketmq.message.keys"] = list(msg.keys)
-                # one message: its creation context is the parent too (the conventions allow
-                # it), so that the producer's trace shows where the message was processed
-                if links:
-                    parent = trace.set_span_in_context(trace.NonRecordingSpan(links[0].context))
+            # one message: its creation context is the parent too (the conventions allow it),
+            # so that the producer's trace shows where the message was processed
+            if one is not None and links:
+                parent = trace.set_span_in_context(trace.NonRecordingSpan(links[0].context))
             return self._tracer.start_span(
                 f"process {topic}",
                 context=parent,
@@ -313,6 +302,16 @@ def _failed(what: str) -> None:
     if what not in _FAILURES:
         _FAILURES.add(what)
         log.warning("tracing: %s failed (logged once)", what, exc_info=True)
+
+
+def _message_facts(msg: Message) -> dict[str, AttributeValue]:
+    """A single message's tag and keys, those it has, by their messaging.rocketmq. names."""
+    facts: dict[str, AttributeValue] = {}
+    if msg.tags:
+        facts["message.tag"] = msg.tags
+    if msg.keys:
+        facts["message.keys"] = list(msg.keys)
+    return facts
 
 
 def _message_type(msg: Message) -> str:
