@@ -26,6 +26,7 @@ from ferry.protocol import record
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.messages import AnyReply, ErrorReply, StorePutReply, StorePutRequest
 from ferry.protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC, TRANSACTION_TOPICS
+from ferry.protocol.span_attributes import messaging
 from ferry.runtime import telemetry
 from ferry.runtime.service import Peer, Service
 
@@ -103,11 +104,7 @@ class Deliverer:
                 props.get("traceparent", ""),
                 props.get("tracestate", ""),
                 SpanKind.PRODUCER,
-                **{
-                    "messaging.system": "rocketmq",
-                    "messaging.destination.name": topic,
-                    "messaging.message.id": props.get(record.PROPERTY_UNIQ_KEY, ""),
-                },
+                **messaging(destination=topic, message_id=props.get(record.PROPERTY_UNIQ_KEY, "")),
             )
 
         key = (topic, queue_id, rec.store_host)
