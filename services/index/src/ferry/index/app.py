@@ -32,6 +32,7 @@ from ferry.protocol.messages import (
     StoreStatusRequest,
 )
 from ferry.protocol.messages.index import check_query
+from ferry.protocol.span_attributes import messaging
 from ferry.runtime import telemetry
 from ferry.runtime.dir_lock import DirLock, LastStop
 from ferry.runtime.log_reader import LogReader
@@ -42,7 +43,7 @@ log = logging.getLogger("ferry.index")
 
 SERVICE_NAME = "index"
 TRACER = "ferry.index"
-DISPATCH_ATTRS = {"messaging.system": "rocketmq", "messaging.operation.name": "dispatch"}
+DISPATCH_ATTRS = messaging("dispatch")
 FEED_TOPIC = b"dispatch"  # notices with the records
 NOTICE_TOPIC = b"notice"  # notices alone: the records are read from the log files
 FEED_HWM = 1000  # notices queued in the subscription
@@ -191,10 +192,7 @@ class IndexApp:
 
     def _query(self, req: IndexQueryRequest, call: Call) -> IndexQueryReply:
         check_query(req)
-        attributes: dict[str, Any] = {
-            "messaging.system": "rocketmq",
-            "messaging.destination.name": req.topic,
-        }
+        attributes = messaging(destination=req.topic)
         with telemetry.server_span(
             "ferry.index", "index query", call.traceparent, call.tracestate, **attributes
         ):
