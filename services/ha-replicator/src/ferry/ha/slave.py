@@ -34,6 +34,7 @@ from ferry.protocol.messages import (
     StoreStatusReply,
     StoreStatusRequest,
 )
+from ferry.protocol.span_attributes import messaging
 from ferry.runtime import telemetry
 from ferry.runtime.confirm_relay import ConfirmRelay
 from ferry.runtime.service import Peer, Service
@@ -41,7 +42,7 @@ from ferry.runtime.service import Peer, Service
 log = logging.getLogger("ferry.ha.slave")
 
 TRACER = "ferry.ha"
-REPLICATE_ATTRS = {"messaging.system": "rocketmq", "messaging.operation.name": "replicate"}
+REPLICATE_ATTRS = messaging("replicate")
 
 DIGEST_SPAN = 4096  # the last bytes compared with the master's
 RETRY_S = 1.0  # after a lost master, a timeout or a store error
