@@ -6,6 +6,7 @@ from opentelemetry.trace import SpanKind
 
 from ferry.protocol.errors import FerryError
 from ferry.protocol.framing import RequestEnvelope
+from ferry.protocol.span_attributes import messaging
 from ferry.runtime import telemetry
 
 
@@ -20,7 +21,7 @@ def trace_refusal(service: str, env: RequestEnvelope, refused: FerryError) -> No
         env.tracestate,
         SpanKind.SERVER,
         **{
-            "messaging.system": "rocketmq",
+            **messaging(),
             "ferry.service": service,
             "ferry.auth.access_key": env.auth.access_key if env.auth else "",
         },
