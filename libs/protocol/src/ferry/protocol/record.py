@@ -4,7 +4,10 @@ Producers encode records in this layout, the store appends them as they are (fil
 offset, physical offset, store time and host, then the CRC), pulls return them untouched and
 consumers decode them here. Big-endian, RocketMQ's v1 field order (see docs/protocol.md);
 where each field lies is ferry.protocol.record_layout's, and walk() is the one loop over
-consecutive records that the decoders here and the SDK's build on.
+consecutive records that the decoders here and the SDK's build on. This module checks and
+decodes; encoding is record_encode's, properties (keys, text encoding, tag codes)
+record_properties', hosts and offset message ids record_hosts', the Record tuple and
+RecordError record_types'. Every name of theirs is re-exported here: callers use record.X.
 
 Departure from RocketMQ: the CRC covers every byte after the CRC field, not the body alone, so
 that recovery also catches torn headers, topics and properties.
@@ -12,14 +15,18 @@ that recovery also catches torn headers, topics and properties.
 
 from __future__ import annotations
 
-import functools
-import socket
-import struct
 import zlib
-from collections.abc import Iterator, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Iterator
+from typing import Any
 
 from ferry.protocol import record_layout
+from ferry.protocol.record_encode import encode_plain, encode_record, retopic, topic_tail
+from ferry.protocol.record_hosts import (
+    decode_offset_msg_id,
+    offset_msg_id,
+    pack_host,
+    unpack_host,
+)
 from ferry.protocol.record_layout import (
     HOST_SIZE,
     MAX_PROPS_BYTES,
@@ -32,6 +39,109 @@ from ferry.protocol.record_layout import (
     TOPIC_LEN_SIZE,
     fields_at,
 )
+from ferry.protocol.record_properties import (
+    PROP_END_BYTES,
+    PROPERTY_DELAY,
+    PROPERTY_KEYS,
+    PROPERTY_MAX_RECONSUME_TIMES,
+    PROPERTY_PGROUP,
+    PROPERTY_REAL_QID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_RECONSUME_TIME,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_SCHEDULED_FROM,
+    PROPERTY_TAGS,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TRAN_MSG,
+    PROPERTY_UNIQ_KEY,
+    SYSTEM_PROPERTIES,
+    TAGS_KEY,
+    check_property,
+    decode_properties,
+    encode_properties,
+    java_string_hash,
+    tags_code,
+    tags_code_of,
+)
+from ferry.protocol.record_types import Record, RecordError
+
+# encoding, what the codec yields, a record's properties and its hosts (with the offset message
+# ids made of them) live in sibling modules; their names are reached as record.X, and the
+# per-record loops call them directly (no extra layer); every public name is listed
+__all__ = [
+    "BLANK_MAGIC",
+    "BLANK_MIN",
+    "BODY_LEN",
+    "CRC",
+    "CRC_START",
+    "FIXED_SIZE",
+    "HEAD",
+    "HOST_SIZE",
+    "MAGIC",
+    "MAX_PROPS_BYTES",
+    "MAX_TOPIC_BYTES",
+    "OFFSETS",
+    "OFF_BODY",
+    "OFF_BODYLEN",
+    "OFF_CRC",
+    "OFF_OFFSETS",
+    "OFF_QUEUE_ID",
+    "OFF_QUEUE_OFFSET",
+    "OFF_STORE_STAMP",
+    "OFF_STORE_TIMESTAMP",
+    "OFF_SYSFLAG",
+    "PREFIX",
+    "PROPERTY_DELAY",
+    "PROPERTY_KEYS",
+    "PROPERTY_MAX_RECONSUME_TIMES",
+    "PROPERTY_PGROUP",
+    "PROPERTY_REAL_QID",
+    "PROPERTY_REAL_TOPIC",
+    "PROPERTY_RECONSUME_TIME",
+    "PROPERTY_RETRY_TOPIC",
+    "PROPERTY_SCHEDULED_FROM",
+    "PROPERTY_TAGS",
+    "PROPERTY_TIMER_DELIVER_MS",
+    "PROPERTY_TRAN_MSG",
+    "PROPERTY_UNIQ_KEY",
+    "PROPS_LEN",
+    "PROP_END",
+    "PROP_END_BYTES",
+    "PROP_SEP",
+    "QUEUE_ID",
+    "STORE_STAMP",
+    "SYSFLAG_COMPRESSED",
+    "SYSFLAG_TX_COMMIT",
+    "SYSFLAG_TX_PREPARED",
+    "SYSTEM_PROPERTIES",
+    "TAGS_KEY",
+    "TAIL_SIZE",
+    "TOPIC_LEN_SIZE",
+    "Record",
+    "RecordError",
+    "check_layout",
+    "check_property",
+    "decode_offset_msg_id",
+    "decode_properties",
+    "encode_plain",
+    "encode_properties",
+    "encode_record",
+    "iter_records",
+    "java_string_hash",
+    "offset_msg_id",
+    "pack_host",
+    "properties_bytes",
+    "record_crc",
+    "retopic",
+    "tags_code",
+    "tags_code_of",
+    "topic_bytes",
+    "topic_of",
+    "topic_tail",
+    "unpack_host",
+    "verify_crc",
+    "walk",
+]
 
 # the layout's constants that users of the codec reach as record.X
 BLANK_MAGIC = record_layout.BLANK_MAGIC
@@ -60,115 +170,11 @@ BODY_LEN = fields_at("BODYLEN")
 OFF_OFFSETS = OFF_QUEUE_OFFSET
 OFF_STORE_STAMP = OFF_STORE_TIMESTAMP
 
-# reserved property keys
-PROPERTY_TAGS = "TAGS"
-PROPERTY_KEYS = "KEYS"
-PROPERTY_UNIQ_KEY = "UNIQ_KEY"
-PROPERTY_DELAY = "DELAY"
-PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
-PROPERTY_REAL_TOPIC = "REAL_TOPIC"
-PROPERTY_REAL_QID = "REAL_QID"
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
-PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-PROPERTY_TRAN_MSG = "TRAN_MSG"
-PROPERTY_PGROUP = "PGROUP"
-# set by the scheduler on what it delivers: the CommitLog offset of the record it came from
-PROPERTY_SCHEDULED_FROM = "SCHEDULED_FROM"
-# properties the SDK and the brokers set themselves: a copy of a message (a resend, a row
-# forwarded by Spark) drops them, or it would be taken for a delayed, retried or transactional one
-SYSTEM_PROPERTIES = frozenset(
-    {
-        PROPERTY_TAGS,
-        PROPERTY_KEYS,
-        PROPERTY_UNIQ_KEY,
-        PROPERTY_DELAY,
-        PROPERTY_TIMER_DELIVER_MS,
-        PROPERTY_REAL_TOPIC,
-        PROPERTY_REAL_QID,
-        PROPERTY_RETRY_TOPIC,
-        PROPERTY_RECONSUME_TIME,
-        PROPERTY_MAX_RECONSUME_TIMES,
-        PROPERTY_TRAN_MSG,
-        PROPERTY_PGROUP,
-    }
-)
-TAGS_KEY = f"{PROPERTY_TAGS}{PROP_SEP}".encode()  # how a TAGS item starts in the properties
-PROP_END_BYTES = PROP_END.encode()
-
-
-class RecordError(ValueError):
-    """Bytes that are not a well-formed record."""
-
-
-class Record(NamedTuple):
-    """One decoded record, as stored."""
-
-    total_size: int
-    queue_id: int
-    flag: int
-    queue_offset: int
-    phys_offset: int
-    sysflag: int
-    born_timestamp: int
-    born_host: str
-    store_timestamp: int
-    store_host: str
-    reconsume_times: int
-    prepared_tx_offset: int
-    body: bytes
-    topic: str
-    properties: dict[str, str]
-
-
-def encode_properties(props: Mapping[str, str]) -> bytes:
-    if not props:
-        return b""
-    return "".join([f"{k}{PROP_SEP}{v}{PROP_END}" for k, v in props.items()]).encode()
-
-
-def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
-    if not raw:
-        return {}
-    text = raw.decode() if type(raw) is bytes else str(raw, "utf-8")
-    out: dict[str, str] = {}
-    for item in text.split(PROP_END):
-        if item:
-            key, _, value = item.partition(PROP_SEP)
-            out[key] = value
-    return out
-
-
-def check_property(key: str, value: str) -> None:
-    for ch in (PROP_SEP, PROP_END):
-        if ch in key or ch in value:
-            raise RecordError(f"property {key!r} contains a reserved separator character")
-
-
-def pack_host(host: str) -> bytes:
-    """'ip:port' -> 4 bytes of IPv4 + 4 bytes of port (RocketMQ's host layout)."""
-    ip, _, port = host.rpartition(":")
-    try:
-        return socket.inet_aton(ip or "0.0.0.0") + int(port or 0).to_bytes(4, "big")
-    except (OSError, ValueError):
-        return bytes(HOST_SIZE)
-
-
-# Decoded hosts and topics: a consumer sees the same few over and over, and formatting them
-# per record was a fifth of its decode time. Bounded, since records may come from anywhere.
-_HOSTS: dict[bytes, str] = {}
+# Decoded topics (and hosts, in record_hosts): a consumer sees the same few over and over, and
+# formatting them per record was a fifth of its decode time. Bounded, since records may come
+# from anywhere.
 _TOPICS: dict[bytes, str] = {}
 _CACHE_MAX = 4096
-
-
-def unpack_host(raw: bytes) -> str:
-    host = _HOSTS.get(raw)
-    if host is None:
-        host = f"{socket.inet_ntoa(raw[:4])}:{int.from_bytes(raw[4:8], 'big')}"
-        if len(_HOSTS) >= _CACHE_MAX:
-            _HOSTS.clear()
-        _HOSTS[bytes(raw)] = host
-    return host
 
 
 def topic_of(raw: bytes) -> str:
@@ -184,104 +190,6 @@ def _topic_of(raw: bytes) -> str:
             _TOPICS.clear()
         _TOPICS[raw] = topic
     return topic
-
-
-def encode_record(
-    topic_raw: bytes,
-    body: bytes,
-    props_raw: bytes,
-    *,
-    flag: int = 0,
-    sysflag: int = 0,
-    born_timestamp: int = 0,
-    born_host: bytes = bytes(HOST_SIZE),
-    reconsume_times: int = 0,
-    prepared_tx_offset: int = 0,
-    queue_id: int = 0,
-) -> bytes:
-    """One record as a producer sends it; the store fills in offsets, store stamp and CRC."""
-    if len(topic_raw) > MAX_TOPIC_BYTES:
-        raise RecordError("topic longer than 255 bytes")
-    if len(props_raw) > MAX_PROPS_BYTES:
-        raise RecordError("properties longer than 65535 bytes")
-    total = FIXED_SIZE + len(body) + len(topic_raw) + len(props_raw)
-    head = HEAD.pack(
-        total,
-        MAGIC,
-        0,
-        queue_id,
-        flag,
-        0,
-        0,
-        sysflag,
-        born_timestamp,
-        born_host,
-        0,
-        bytes(HOST_SIZE),
-        reconsume_times,
-        prepared_tx_offset,
-        len(body),
-    )
-    return b"".join(
-        (
-            head,
-            body,
-            bytes((len(topic_raw),)),
-            topic_raw,
-            PROPS_LEN.pack(len(props_raw)),
-            props_raw,
-        )
-    )
-
-
-# TOPICLEN + TOPIC of a record, by topic: a producer sends to the same few topics.
-_TOPIC_TAILS: dict[str, bytes] = {}
-
-
-def topic_tail(topic: str) -> bytes:
-    """The TOPICLEN byte and the UTF-8 topic, as they follow a record's body (cached)."""
-    tail = _TOPIC_TAILS.get(topic)
-    if tail is None:
-        raw = topic.encode()
-        if len(raw) > MAX_TOPIC_BYTES:
-            raise RecordError("topic longer than 255 bytes")
-        tail = bytes((len(raw),)) + raw
-        if len(_TOPIC_TAILS) >= _CACHE_MAX:
-            _TOPIC_TAILS.clear()
-        _TOPIC_TAILS[topic] = tail
-    return tail
-
-
-_EMPTY_HOST = bytes(HOST_SIZE)
-
-
-def encode_plain(
-    tail: bytes, body: bytes, props_raw: bytes, sysflag: int, born_timestamp: int, born_host: bytes
-) -> bytes:
-    """encode_record for a producer's usual message (flag, reconsume times, transaction offset
-    and queue 0), with the topic as topic_tail() gives it: the SDK's per-message hot path."""
-    n_props = len(props_raw)
-    if n_props > MAX_PROPS_BYTES:
-        raise RecordError("properties longer than 65535 bytes")
-    n_body = len(body)
-    head = HEAD.pack(
-        FIXED_SIZE - 1 + n_body + len(tail) + n_props,
-        MAGIC,
-        0,
-        0,
-        0,
-        0,
-        0,
-        sysflag,
-        born_timestamp,
-        born_host,
-        0,
-        _EMPTY_HOST,
-        0,
-        0,
-        n_body,
-    )
-    return b"".join((head, body, tail, PROPS_LEN.pack(n_props), props_raw))
 
 
 def record_crc(buf: Any, pos: int, size: int) -> int:
@@ -320,32 +228,6 @@ def properties_bytes(buf: Any, pos: int, size: int) -> bytes:
     (body_len,) = BODY_LEN.unpack_from(buf, pos + OFF_BODYLEN)
     at = pos + OFF_BODY + body_len
     return bytes(buf[at + TAIL_SIZE + buf[at] : pos + size])
-
-
-def tags_code_of(props_raw: bytes) -> int:
-    """The ConsumeQueue tag code of a record: the Java hash of its TAGS property, 0 if none."""
-    i = props_raw.find(TAGS_KEY)
-    while i > 0 and props_raw[i - 1] != PROP_END_BYTES[0]:  # starts a key, not inside a value
-        i = props_raw.find(TAGS_KEY, i + 1)
-    if i < 0:
-        return 0
-    start = i + len(TAGS_KEY)
-    end = props_raw.find(PROP_END_BYTES, start)
-    return tags_code(props_raw[start : end if end >= 0 else len(props_raw)])
-
-
-@functools.lru_cache(maxsize=4096)
-def tags_code(tag: bytes) -> int:
-    return java_string_hash(tag.decode(errors="replace"))
-
-
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (UTF-16 units, int32), as RocketMQ stores tag codes."""
-    units = text.encode("utf-16-be")
-    h = 0
-    for (unit,) in struct.iter_unpack(">H", units):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def walk(buf: Any, pos: int = 0, stop: int | None = None) -> Iterator[tuple[int, Any, int]]:
@@ -416,60 +298,6 @@ def iter_records(buf: Any, start: int = 0, end: int | None = None) -> Iterator[R
         )
 
 
-def retopic(
-    rec: Record,
-    topic: str,
-    *,
-    set_props: Mapping[str, str] | None = None,
-    drop_props: tuple[str, ...] = (),
-    queue_id: int = 0,
-    sysflag: int | None = None,
-    prepared_tx_offset: int | None = None,
-) -> bytes:
-    """A copy of a record for another topic (a delayed message stored aside in
-    SCHEDULE_TOPIC_XXXX, a half message, a due message going back to its real topic): body,
-    flags, born stamp and host, reconsume times kept; properties updated; the store fills in
-    the rest again. sysflag and prepared_tx_offset replace the record's when given (a
-    transaction's half message, its committed copy)."""
-    props = dict(rec.properties)
-    for key in drop_props:
-        props.pop(key, None)
-    if set_props:
-        props.update(set_props)
-    return encode_record(
-        topic.encode(),
-        rec.body,
-        encode_properties(props),
-        flag=rec.flag,
-        sysflag=rec.sysflag if sysflag is None else sysflag,
-        born_timestamp=rec.born_timestamp,
-        born_host=pack_host(rec.born_host),
-        reconsume_times=rec.reconsume_times,
-        prepared_tx_offset=rec.prepared_tx_offset
-        if prepared_tx_offset is None
-        else prepared_tx_offset,
-        queue_id=queue_id,
-    )
-
-
 def verify_crc(buf: Any, pos: int, size: int) -> bool:
     (stored,) = CRC.unpack_from(buf, pos + OFF_CRC)
     return bool(stored == record_crc(buf, pos, size))
-
-
-# ---- message ids ---------------------------------------------------------------------------
-
-
-def offset_msg_id(store_host: str, phys_offset: int) -> str:
-    """RocketMQ's offset message id: store IPv4 + port + CommitLog offset, 32 hex digits."""
-    return (pack_host(store_host) + phys_offset.to_bytes(8, "big")).hex().upper()
-
-
-def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
-    try:
-        raw = bytes.fromhex(msg_id)
-    except ValueError:
-        raise RecordError(f"not an offset message id: {msg_id!r}") from None
-    if len(raw) != 16:
-        raise RecordError(f"not an offset message id: {msg_id!r}")
-    return unpack_host(raw[:8]), int.from_bytes(raw[8:], "big")
