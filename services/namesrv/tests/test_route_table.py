@@ -222,3 +222,23 @@ def test_brokers_without_controller_mode_register_at_epoch_zero_as_before() -> N
     register(table, addr=NEW, topic_configs=topics("T"))  # a replaced master, by hand
     assert master_of(table) == NEW
     assert table.unregister(broker_name="broker-a", broker_id=0, broker_addr=NEW) is not None
+
+
+def test_routes_name_each_brokers_rocketmq_door_beside_its_ferry_address() -> None:
+    table = RouteTable()
+    for broker_id, door in ((0, "10.0.0.1:9911"), (1, "")):
+        table.register(
+            cluster="DefaultCluster",
+            broker_name="broker-a",
+            broker_id=broker_id,
+            broker_addr=f"10.0.0.{broker_id + 1}:10911",
+            rocketmq_addr=door,
+            topics=topics("T") if broker_id == 0 else None,
+            timeout_ms=TIMEOUT_MS,
+            now_ms=0,
+        )
+
+    [broker] = table.route("T").broker_datas
+    assert broker.broker_addrs == {0: "10.0.0.1:10911", 1: "10.0.0.2:10911"}
+    assert broker.rocketmq_addrs == {0: "10.0.0.1:9911"}  # the slave serves no door
+    assert table.cluster_info().brokers["broker-a"].rocketmq_addrs == {0: "10.0.0.1:9911"}

@@ -71,6 +71,8 @@ def check_register(req: RegisterBrokerRequest) -> None:
     check_addr("broker_addr", req.broker_addr)
     if req.ha_addr:
         check_addr("ha_addr", req.ha_addr)
+    if req.rocketmq_addr:
+        check_addr("rocketmq_addr", req.rocketmq_addr)
     if req.timeout_ms <= 0:
         raise InvalidParameterError(f"timeout_ms {req.timeout_ms} is not positive")
     if req.epoch < 0:
@@ -125,6 +127,7 @@ class NamesrvApp:
             broker_id=req.broker_id,
             broker_addr=req.broker_addr,
             ha_addr=req.ha_addr,
+            rocketmq_addr=req.rocketmq_addr,
             topics=req.topics,
             timeout_ms=req.timeout_ms,
             now_ms=now_ms(),

@@ -38,6 +38,7 @@ class _Member:
     ha_addr: str
     timeout_ms: int
     last_update_ms: int
+    rocketmq_addr: str = ""
 
 
 @dataclass
@@ -81,6 +82,7 @@ class RouteTable:
         broker_id: int,
         broker_addr: str,
         ha_addr: str = "",
+        rocketmq_addr: str = "",
         topics: Mapping[str, TopicConfig] | None = None,
         timeout_ms: int,
         now_ms: int,
@@ -103,7 +105,7 @@ class RouteTable:
                 del group.members[old_id]
         known = group.members.get(broker_id)
         first = known is None or known.addr != broker_addr
-        group.members[broker_id] = _Member(broker_addr, ha_addr, timeout_ms, now_ms)
+        group.members[broker_id] = _Member(broker_addr, ha_addr, timeout_ms, now_ms, rocketmq_addr)
         if broker_id == MASTER_ID:
             self._set_queue_data(broker_name, topics or {})
             return Registration(RegisterBrokerReply(), first)
@@ -220,5 +222,12 @@ class RouteTable:
 
     def _broker_data(self, broker_name: str) -> BrokerData:
         group = self._groups[broker_name]
-        addrs = {broker_id: m.addr for broker_id, m in sorted(group.members.items())}
-        return BrokerData(cluster=group.cluster, broker_name=broker_name, broker_addrs=addrs)
+        members = sorted(group.members.items())
+        addrs = {broker_id: m.addr for broker_id, m in members}
+        doors = {broker_id: m.rocketmq_addr for broker_id, m in members if m.rocketmq_addr}
+        return BrokerData(
+            cluster=group.cluster,
+            broker_name=broker_name,
+            broker_addrs=addrs,
+            rocketmq_addrs=doors,
+        )

@@ -24,6 +24,9 @@ class BrokerData(msgspec.Struct, frozen=True, omit_defaults=True):
     broker_name: str
     # broker id (0 master, >0 slaves) -> "host:port" of its remoting endpoint
     broker_addrs: dict[int, str]
+    # broker id -> "host:port" where it serves RocketMQ's remoting protocol (its door), for
+    # the routes handed to RocketMQ clients; brokers without a door are absent
+    rocketmq_addrs: dict[int, str] = {}
 
 
 class TopicRouteData(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -44,6 +47,8 @@ class RegisterBrokerRequest(Request, frozen=True, tag="register_broker"):
     broker_id: int
     broker_addr: str
     ha_addr: str = ""
+    # where the broker serves RocketMQ's remoting protocol ("" when it does not)
+    rocketmq_addr: str = ""
     topics: dict[str, TopicConfig] = {}
     # how long the name server keeps this broker without a new registration
     timeout_ms: int = 120_000
