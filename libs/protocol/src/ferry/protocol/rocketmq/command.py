@@ -83,21 +83,35 @@ class _JsonHeader(msgspec.Struct):
     opaque: _I32 = 0
     flag: _I32 = 0
     remark: str | None = None
-    extFields: dict[str, _ExtValue] | None = None  # noqa: N815  # the wire's name
+    extFields: dict[str, str] | None = None  # noqa: N815  # the wire's name
+
+
+class _LooseJsonHeader(_JsonHeader):
+    """The same with ext values that are not strings, which some clients send: tried only
+    when the header does not decode as _JsonHeader, so the usual header is decoded once."""
+
+    extFields: dict[str, _ExtValue] | None = None  # type: ignore[assignment]  # noqa: N815
 
 
 # Stateless between calls (they hold only the type), so one of each serves every caller and
 # thread, as a compiled regex would; msgspec.json.decode(type=...) costs twice as much.
 _JSON_DECODER = msgspec.json.Decoder(_JsonHeader)
+_LOOSE_JSON_DECODER = msgspec.json.Decoder(_LooseJsonHeader)
 _JSON_ENCODER = msgspec.json.Encoder()
 
 _LANGUAGE_BY_NAME = {m.name: m for m in LanguageCode}
 _LANGUAGE_BY_NUMBER = {m.value: m for m in LanguageCode}
+_LANGUAGE_NAMES = {m.value: m.name for m in LanguageCode}
 _SERIALIZE_TYPES = {m.value: m for m in SerializeType}
+# enum members as module names: a class attribute lookup on an Enum costs on the hot path
+_JSON = SerializeType.JSON
+_ROCKETMQ = SerializeType.ROCKETMQ
+_OTHER = LanguageCode.OTHER
 
 _INT = struct.Struct(">i")
 _FRAME_HEAD = struct.Struct(">ii")  # total length, header length with its type byte
 _BIN_FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
+_BIN_HEAD = struct.Struct(">hbhiii")  # the same and the remark's length
 _BIN_I16 = struct.Struct(">h")
 _JSON_INTS = struct.Struct(">iiii")  # code, version, opaque, flag: int32 in JSON headers
 _HEADER_LENGTH_MAX = 0xFFFFFF  # the 24 bits beside the type byte
@@ -129,9 +143,10 @@ def _str_ext(ext: dict[str, Any]) -> dict[str, str]:
 
 def encode(cmd: RemotingCommand) -> bytes:
     """The whole frame of cmd, its 4-byte total length included."""
-    if cmd.serialize_type == SerializeType.JSON:
+    kind = cmd.serialize_type
+    if kind == _JSON:
         header = _encode_json_header(cmd)
-    elif cmd.serialize_type == SerializeType.ROCKETMQ:
+    elif kind == _ROCKETMQ:
         header = _encode_binary_header(cmd)
     else:
         raise CommandError(f"unknown serialize type {cmd.serialize_type!r}")
@@ -146,9 +161,11 @@ def encode(cmd: RemotingCommand) -> bytes:
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
     try:
         _JSON_INTS.pack(cmd.code, cmd.version, cmd.opaque, cmd.flag)
-        language = LanguageCode(cmd.language).name
-    except (struct.error, ValueError) as e:
+    except struct.error as e:
         raise CommandError(f"cannot encode JSON header: {e}") from None
+    language = _LANGUAGE_NAMES.get(cmd.language)
+    if language is None:
+        raise CommandError(f"unknown language code {cmd.language!r}")
     header = _JsonHeader(
         code=cmd.code,
         language=language,
@@ -156,7 +173,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         opaque=cmd.opaque,
         flag=cmd.flag,
         remark=cmd.remark,
-        extFields=_str_ext(cmd.ext_fields),  # type: ignore[arg-type]  # str is an _ExtValue
+        extFields=_str_ext(cmd.ext_fields),
     )
     try:
         return _JSON_ENCODER.encode(header)
@@ -206,25 +223,32 @@ def decode(frame: bytes | bytearray | memoryview) -> RemotingCommand:
     serialize_type = _SERIALIZE_TYPES.get(kind)
     header = memoryview(frame)[4 : 4 + header_size]
     body = bytes(frame[4 + header_size :])
-    if serialize_type is SerializeType.JSON:
+    if serialize_type is _JSON:
         return _decode_json(header, body)
-    if serialize_type is SerializeType.ROCKETMQ:
-        return _decode_binary(header, body)
+    if serialize_type is _ROCKETMQ:
+        return _decode_binary(bytes(header), body)
     raise CommandError(f"unknown serialize type {kind}")
 
 
 def _decode_json(header: memoryview, body: bytes) -> RemotingCommand:
+    # bad UTF-8 inside a string escapes msgspec as UnicodeDecodeError, not DecodeError
+    h: _JsonHeader
     try:
         h = _JSON_DECODER.decode(header)
-    except (msgspec.DecodeError, UnicodeDecodeError) as e:  # ValidationError included; bad
-        # UTF-8 inside a string escapes msgspec as UnicodeDecodeError
+        ext = h.extFields
+    except msgspec.ValidationError:
+        try:
+            h = _LOOSE_JSON_DECODER.decode(header)
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:  # ValidationError included
+            raise CommandError(f"bad JSON header: {e}") from None
+        ext = None if h.extFields is None else _str_ext(h.extFields)
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
         raise CommandError(f"bad JSON header: {e}") from None
     language = h.language
     if isinstance(language, str):
-        lang = _LANGUAGE_BY_NAME.get(language, LanguageCode.OTHER)
+        lang = _LANGUAGE_BY_NAME.get(language, _OTHER)
     else:
-        lang = _LANGUAGE_BY_NUMBER.get(language, LanguageCode.OTHER)
-    ext = h.extFields
+        lang = _LANGUAGE_BY_NUMBER.get(language, _OTHER)
     return RemotingCommand(
         code=h.code,
         language=lang,
@@ -232,42 +256,78 @@ def _decode_json(header: memoryview, body: bytes) -> RemotingCommand:
         opaque=h.opaque,
         flag=h.flag,
         remark=h.remark or "",
-        ext_fields={} if ext is None else _str_ext(ext),
+        ext_fields={} if ext is None else ext,
         body=body,
-        serialize_type=SerializeType.JSON,
+        serialize_type=_JSON,
     )
 
 
-def _decode_binary(header: memoryview, body: bytes) -> RemotingCommand:
+class _Malformed(Exception):
+    """Raised inside _decode_binary's fast path; _explain_binary then says what is wrong."""
+
+
+def _decode_binary(header: bytes, body: bytes) -> RemotingCommand:
     size = len(header)
-    if size < _BIN_FIXED.size + 8:
-        raise CommandError(f"ROCKETMQ header of {size} bytes is shorter than its fixed part")
-    code, language, version, opaque, flag = _BIN_FIXED.unpack_from(header, 0)
-    at = _BIN_FIXED.size
-    remark, at = _read_str(header, at, _INT, "remark")
-    (ext_size,) = _read_length(header, at, _INT, "ext fields")
-    at += 4
-    end = at + ext_size
-    if ext_size < 0 or end > size:
-        raise CommandError(f"ext fields length {ext_size} is beyond the header")
-    ext: dict[str, str] = {}
-    fields = header[:end]  # a field running past the ext length is truncated
-    while at < end:
-        key, at = _read_str(fields, at, _BIN_I16, "ext field name")
-        value, at = _read_str(fields, at, _INT, f"ext field {key!r}")
-        ext[key] = value
+    try:
+        code, language, version, opaque, flag, n = _BIN_HEAD.unpack_from(header, 0)
+        at = _BIN_HEAD.size
+        remark = ""
+        if n:
+            if n < 0 or at + n > size:
+                raise _Malformed
+            remark = header[at : at + n].decode()
+            at += n
+        (n,) = _INT.unpack_from(header, at)
+        at += 4
+        end = at + n
+        if n < 0 or end > size:
+            raise _Malformed
+        ext: dict[str, str] = {}
+        while at < end:
+            (n,) = _BIN_I16.unpack_from(header, at)
+            key_end = at + 2 + n
+            if n < 0 or key_end + 4 > end:
+                raise _Malformed
+            key = header[at + 2 : key_end].decode()
+            (n,) = _INT.unpack_from(header, key_end)
+            at = key_end + 4 + n
+            if n < 0 or at > end:
+                raise _Malformed
+            ext[key] = header[key_end + 4 : at].decode()
+    except (_Malformed, struct.error, UnicodeDecodeError):
+        _explain_binary(memoryview(header))
+        raise CommandError("malformed ROCKETMQ header") from None
     # bytes after the ext fields are ignored, as RocketMQ's own decoders do
     return RemotingCommand(
         code=code,
-        language=_LANGUAGE_BY_NUMBER.get(language, LanguageCode.OTHER),
+        language=_LANGUAGE_BY_NUMBER.get(language, _OTHER),
         version=version,
         opaque=opaque,
         flag=flag,
         remark=remark,
         ext_fields=ext,
         body=body,
-        serialize_type=SerializeType.ROCKETMQ,
+        serialize_type=_ROCKETMQ,
     )
+
+
+def _explain_binary(header: memoryview) -> None:
+    """Raises CommandError saying what is wrong with a header _decode_binary refused: the
+    same walk, slower, checking each length on the way."""
+    size = len(header)
+    if size < _BIN_FIXED.size + 8:
+        raise CommandError(f"ROCKETMQ header of {size} bytes is shorter than its fixed part")
+    at = _BIN_FIXED.size
+    _, at = _read_str(header, at, _INT, "remark")
+    (ext_size,) = _read_length(header, at, _INT, "ext fields")
+    at += 4
+    end = at + ext_size
+    if ext_size < 0 or end > size:
+        raise CommandError(f"ext fields length {ext_size} is beyond the header")
+    fields = header[:end]  # a field running past the ext length is truncated
+    while at < end:
+        key, at = _read_str(fields, at, _BIN_I16, "ext field name")
+        _, at = _read_str(fields, at, _INT, f"ext field {key!r}")
 
 
 def _read_length(buf: memoryview, at: int, prefix: struct.Struct, what: str) -> tuple[int]:

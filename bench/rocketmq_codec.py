@@ -1,0 +1,108 @@
+"""The RocketMQ remoting codec's cost per frame: encode and decode of a SEND_MESSAGE as the
+rocketmq 0.4.4 client sends it (JSON header, its 12 header fields, a 128-byte body), its
+reply, the same in ROCKETMQ binary headers, and the splitting of a stream of them.
+
+    uv run --frozen --all-packages python bench/rocketmq_codec.py [--runs 5] [--ops 100000]
+
+Prints µs per operation (median of the runs, and their spread). No sockets: this is the
+codec's share of the send path, one frame each way per message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+from common import Figure, report
+
+from ferry.protocol.rocketmq import (
+    FrameSplitter,
+    LanguageCode,
+    RemotingCommand,
+    RequestCode,
+    SerializeType,
+    decode,
+    encode,
+)
+
+# the fields of a send as captured from the client (docs/perf-notes/rocketmq-client-wire.md)
+SEND_EXT = {
+    "producerGroup": "bench-producers",
+    "topic": "BenchTopic",
+    "defaultTopic": "TBW102",
+    "defaultTopicQueueNums": "4",
+    "queueId": "2",
+    "sysFlag": "0",
+    "bornTimestamp": "1796222671265",
+    "flag": "0",
+    "properties": "KEYS\x01order-1\x02TAGS\x01TagA\x02UNIQ_KEY\x01"
+    "0100007F0000BACA00002174AD0D0100\x02WAIT\x01true\x02",
+    "reconsumeTimes": "0",
+    "unitMode": "0",
+    "batch": "0",
+}
+
+
+def send(kind: SerializeType) -> RemotingCommand:
+    return RemotingCommand(
+        code=RequestCode.SEND_MESSAGE,
+        language=LanguageCode.CPP,
+        version=63,
+        opaque=12345,
+        ext_fields=dict(SEND_EXT),
+        body=b"x" * 128,
+        serialize_type=kind,
+    )
+
+
+def per_op(ops: int, fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    for _ in range(ops):
+        fn()
+    return (time.perf_counter() - started) / ops * 1e6
+
+
+def cases(ops: int) -> dict[str, Callable[[], float]]:
+    out: dict[str, Callable[[], float]] = {}
+    for kind in SerializeType:
+        cmd = send(kind)
+        frame = encode(cmd)[4:]
+        reply = cmd.response(
+            0,
+            ext_fields={
+                "msgId": "7F00000100002A9F0000000000001234",
+                "queueId": "2",
+                "queueOffset": "100",
+            },
+        )
+        name = kind.name.lower()
+        out[f"{name} send encode+decode"] = lambda c=cmd: per_op(ops, lambda: decode(encode(c)[4:]))
+        out[f"{name} send decode"] = lambda f=frame: per_op(ops, lambda: decode(f))
+        out[f"{name} send encode"] = lambda c=cmd: per_op(ops, lambda: encode(c))
+        out[f"{name} reply encode"] = lambda r=reply: per_op(ops, lambda: encode(r))
+    stream = encode(send(SerializeType.JSON)) * 64
+
+    def split() -> float:
+        splitter = FrameSplitter()
+        # 64 frames per chunk, as a busy connection's read returns them
+        return per_op(ops // 64, lambda: splitter.feed(stream)) / 64
+
+    out["split, per frame (64 a chunk)"] = split
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--ops", type=int, default=100_000)
+    args = parser.parse_args()
+    figures = [
+        Figure(name, "µs/op", [fn() for _ in range(args.runs)])
+        for name, fn in cases(args.ops).items()
+    ]
+    report("rocketmq codec", figures)
+
+
+if __name__ == "__main__":
+    main()
