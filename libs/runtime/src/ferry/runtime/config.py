@@ -61,6 +61,9 @@ GiB = 1024 * 1024 * 1024
 class NamesrvConfig(SecurityConfig, rename=_conf_name, kw_only=True):
     listen_port: int = 9876
     listen_host: str = "127.0.0.1"
+    # RocketMQ's remoting protocol for RocketMQ's own clients, on listenHost (0: a free port;
+    # -1: not served)
+    rocketmq_listen_port: int = -1
     # how often silent brokers are looked for
     scan_not_active_broker_interval: int = 5000
     kv_config_path: str = ""
@@ -68,6 +71,10 @@ class NamesrvConfig(SecurityConfig, rename=_conf_name, kw_only=True):
     def check(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort {self.listen_port} is not a port")
+        if not -1 <= self.rocketmq_listen_port <= 65535:
+            raise ConfigError(
+                f"rocketmqListenPort {self.rocketmq_listen_port} is not a port (-1: none)"
+            )
         if self.scan_not_active_broker_interval <= 0:
             raise ConfigError("scanNotActiveBrokerInterval must be more than 0 ms")
         self.check_security()

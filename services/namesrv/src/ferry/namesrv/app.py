@@ -7,6 +7,7 @@ import time
 
 import msgspec
 
+from ferry.namesrv import door
 from ferry.namesrv.kv_store import KvStore, check_entry
 from ferry.namesrv.live_config import LiveConfig
 from ferry.namesrv.route_table import BrokerRef, RouteTable
@@ -36,6 +37,7 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.names import check_topic
 from ferry.runtime.config import NamesrvConfig
+from ferry.runtime.remoting_door import RemotingDoor
 from ferry.runtime.service import Call, Service, announce_ready, dial_address
 from ferry.runtime.version import package_version
 
@@ -110,10 +112,16 @@ class NamesrvApp:
         self.service.on(PutKvConfigRequest, self._put_kv)
         self.service.on(GetKvConfigRequest, self._get_kv)
         self.service.on(DeleteKvConfigRequest, self._delete_kv)
+        self.door: RemotingDoor | None = None
+        if config.rocketmq_listen_port >= 0:
+            self.door = RemotingDoor(
+                self.service, config.listen_host, config.rocketmq_listen_port, door.routes()
+            )
         self._arm_scan()
 
     def run(self) -> None:
-        announce_ready(SERVICE_NAME, addr=self.addr)
+        extra = {"rocketmq": self.door.address} if self.door is not None else {}
+        announce_ready(SERVICE_NAME, addr=self.addr, **extra)
         log.info("namesrv serving on %s", self.addr)
         self.service.run()
 

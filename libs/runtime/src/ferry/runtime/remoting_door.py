@@ -1,0 +1,253 @@
+"""RocketMQ's remoting protocol in front of a Service's own handlers: the second wire.
+
+A RemotingDoor is a TcpDoor whose frames are RemotingCommands (ferry.protocol.rocketmq). Each
+request code the service serves has a Route: `request` turns the command into the Ferry
+request that code means (its ext fields and body), and `response` turns the Ferry reply back
+into the RemotingCommand a RocketMQ client expects. Between the two the request takes the same
+path as one from ZeroMQ, Service.serve(), so there is one handler per request whatever the
+wire. An ErrorReply becomes a response with its code (Ferry's codes are RocketMQ's) and its
+message as the remark.
+
+Responses echo the request's opaque and set the response flag. A request with the oneway flag
+gets no response. The door also sends requests of its own down a client's connection
+(notices: NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) through a DoorChannel, and
+matches the responses to requests it asked (`ask`) by opaque.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ferry.protocol.errors import FerryError, InvalidParameterError
+from ferry.protocol.messages import AnyReply, ErrorReply
+from ferry.protocol.rocketmq.command import CommandError, RemotingCommand, decode, encode
+from ferry.runtime.call import Payload, error_reply
+from ferry.runtime.service import Service
+from ferry.runtime.tcp_door import Connection, TcpDoor
+from ferry.runtime.throttled_log import ThrottledLog
+
+log = logging.getLogger("ferry.remoting_door")
+
+REQUEST_CODE_NOT_SUPPORTED = 3
+SYSTEM_ERROR = 1
+MIN_FRAME_BYTES = 4  # the header length word
+ASK_TIMEOUT_S = 5.0
+
+# (the request, its call) -> the Ferry request; raises FerryError or CommandError to refuse
+ToRequest = Callable[[RemotingCommand, "DoorCall"], Any]
+# (the request, the Ferry reply, its payload) -> the response
+ToResponse = Callable[[RemotingCommand, Any, Payload], RemotingCommand]
+# a notice (a typed message the service sends unasked) -> the request that carries it
+ToNotice = Callable[[AnyReply], RemotingCommand | None]
+Answered = Callable[[RemotingCommand | None], None]  # None: no response within the timeout
+
+
+@dataclass(frozen=True)
+class Route:
+    request: ToRequest
+    response: ToResponse
+
+
+class DoorCall:
+    """One RemotingCommand being served: the Caller a handler answers (ferry.remoting.calls)."""
+
+    __slots__ = (
+        "_door",
+        "cmd",
+        "conn",
+        "deferred",
+        "done",
+        "payload",
+        "response",
+        "signer",
+        "traceparent",
+        "tracestate",
+    )
+
+    def __init__(self, door: RemotingDoor, conn: Connection, cmd: RemotingCommand) -> None:
+        self._door = door
+        self.conn = conn
+        self.cmd = cmd
+        self.response: ToResponse | None = None
+        self.payload: Payload = []
+        self.signer = ""  # the access key that signed it, once authentication checked it
+        self.traceparent = ""
+        self.tracestate = ""
+        self.done = False
+        self.deferred = False
+
+    @property
+    def channel(self) -> DoorChannel:
+        return DoorChannel(self._door, self.conn)
+
+    def reply(self, body: AnyReply, payload: Payload | None = None) -> None:
+        if self.done:
+            return
+        self.done = True
+        if self.deferred:
+            self._door.service.deferred_calls -= 1
+        cmd = self.cmd
+        if cmd.is_oneway or self.conn.closed:
+            return
+        if isinstance(body, ErrorReply) or self.response is None:
+            code = body.code if isinstance(body, ErrorReply) else SYSTEM_ERROR
+            out = cmd.response(code, getattr(body, "message", ""))
+        else:
+            try:
+                out = self.response(cmd, body, payload or [])
+            except (FerryError, CommandError, ValueError) as exc:
+                self._door.complaints.warning("%s: response to %d: %s", self._door, cmd.code, exc)
+                out = cmd.response(SYSTEM_ERROR, str(exc))
+        self._door.send(self.conn, out)
+
+    def fail(self, err: FerryError) -> None:
+        self.reply(error_reply(err))
+
+
+class DoorChannel:
+    """A RocketMQ client's connection as a notice channel (ferry.runtime.call.Channel)."""
+
+    __slots__ = ("_door", "conn")
+
+    def __init__(self, door: RemotingDoor, conn: Connection) -> None:
+        self._door = door
+        self.conn = conn
+
+    def notify(self, body: AnyReply) -> None:
+        self._door.notify(self.conn, body)
+
+
+class RemotingDoor:
+    """Serves `routes` (request code -> Route) on host:port for `service`'s handlers."""
+
+    def __init__(
+        self,
+        service: Service,
+        host: str,
+        port: int,
+        routes: dict[int, Route],
+        *,
+        name: str = "rocketmq",
+        to_notice: ToNotice | None = None,
+        on_close: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.service = service
+        self.routes = routes
+        self.name = name
+        self._to_notice = to_notice
+        self._on_close = on_close
+        self._opaques = itertools.count(1)
+        self._asked: dict[tuple[int, int], Answered] = {}  # (connection id, opaque)
+        self.complaints = ThrottledLog(log)
+        self.requests = 0
+        self.unsupported = 0
+        self.bad_frames = 0
+        self.notices = 0
+        self.tcp = TcpDoor(
+            service,
+            host,
+            port,
+            self._on_frame,
+            on_close=self._closed,
+            name=name,
+            min_frame_bytes=MIN_FRAME_BYTES,
+        )
+        self.address = self.tcp.address
+
+    def __repr__(self) -> str:
+        return f"RemotingDoor({self.name}, {self.address})"
+
+    # ---- requests in ----
+
+    def _on_frame(self, conn: Connection, frame: bytes) -> None:
+        try:
+            cmd = decode(frame)
+        except CommandError as exc:
+            # the stream cannot be trusted past a frame that does not decode
+            self.bad_frames += 1
+            self.complaints.warning("%s: bad frame from %s: %s", self, conn.peer, exc)
+            conn.close()
+            return
+        if cmd.is_response:
+            answered = self._asked.pop((conn.id, cmd.opaque), None)
+            if answered is not None:
+                answered(cmd)
+            return
+        self.requests += 1
+        call = DoorCall(self, conn, cmd)
+        route = self.routes.get(cmd.code)
+        if route is None:
+            self.unsupported += 1
+            self._refuse(call, REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} not supported")
+            return
+        call.response = route.response
+        try:
+            request = route.request(cmd, call)
+        except FerryError as err:
+            call.fail(err)
+            return
+        except (CommandError, ValueError, KeyError) as exc:
+            call.fail(InvalidParameterError(f"request code {cmd.code}: {exc}"))
+            return
+        if request is None:  # answered by the route itself
+            return
+        self.service.serve(request, call)
+
+    def _refuse(self, call: DoorCall, code: int, remark: str) -> None:
+        call.done = True
+        if not call.cmd.is_oneway:
+            self.send(call.conn, call.cmd.response(code, remark))
+
+    # ---- out ----
+
+    def send(self, conn: Connection, cmd: RemotingCommand) -> None:
+        try:
+            frame = encode(cmd)
+        except CommandError as exc:
+            self.complaints.warning("%s: cannot encode %d: %s", self, cmd.code, exc)
+            frame = encode(RemotingCommand(code=SYSTEM_ERROR, opaque=cmd.opaque, flag=cmd.flag))
+        conn.send(frame)
+
+    def notify(self, conn: Connection, body: AnyReply) -> None:
+        if self._to_notice is None or conn.closed:
+            return
+        cmd = self._to_notice(body)
+        if cmd is None:
+            return
+        cmd.opaque = next(self._opaques)
+        self.notices += 1
+        self.send(conn, cmd)
+
+    def ask(
+        self,
+        conn: Connection,
+        cmd: RemotingCommand,
+        answered: Answered,
+        timeout_s: float = ASK_TIMEOUT_S,
+    ) -> None:
+        """Sends a request down a client's connection; answered(response) once it comes, or
+        answered(None) after timeout_s or when the connection closes first."""
+        cmd.opaque = next(self._opaques)
+        key = (conn.id, cmd.opaque)
+        self._asked[key] = answered
+
+        def expire() -> None:
+            late = self._asked.pop(key, None)
+            if late is not None:
+                late(None)
+
+        self.service.later(timeout_s, expire)
+        self.send(conn, cmd)
+
+    def _closed(self, conn: Connection) -> None:
+        for key in [k for k in self._asked if k[0] == conn.id]:
+            self._asked.pop(key)(None)
+        if self._on_close is not None:
+            self._on_close(conn)
+
+    def close(self) -> None:
+        self.tcp.close()
