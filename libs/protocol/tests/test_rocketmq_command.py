@@ -104,6 +104,14 @@ def test_ext_values_are_encoded_as_json_strings() -> None:
     assert json.loads(header)["extFields"] == {"nextBeginOffset": "17", "ok": "true"}
 
 
+def test_json_header_always_carries_ext_fields_and_remark() -> None:
+    # the C++ client segfaults on a send reply whose header has no extFields key at all
+    header = json.loads(encode(RemotingCommand(code=0, flag=RESPONSE_FLAG))[8:])
+    assert header["extFields"] == {}
+    assert header["remark"] == ""
+    assert header["flag"] == RESPONSE_FLAG
+
+
 def test_json_header_names_the_language_and_missing_fields_take_defaults() -> None:
     frame = encode(RemotingCommand(code=0, language=LanguageCode.NODE_JS))
     assert json.loads(frame[8:])["language"] == "NODE_JS"
