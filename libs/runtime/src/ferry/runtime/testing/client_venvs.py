@@ -55,8 +55,11 @@ def client_venv_python(name: str, requirements: list[str], *, root: Path | None 
             return python
         shutil.rmtree(home, ignore_errors=True)
         # this interpreter's venv module: a venv made from a venv's python is based on its base
-        _run([sys.executable, "-m", "venv", str(home)])
-        _run([str(python), "-m", "pip", "install", "--no-input", *requirements])
+        _run(
+            [sys.executable, "-m", "venv", *([] if requirements else ["--without-pip"]), str(home)]
+        )
+        if requirements:
+            _run([str(python), "-m", "pip", "install", "--no-input", *requirements])
         (home / _MARKER).write_text(wanted)
     return python
 
