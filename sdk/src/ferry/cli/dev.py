@@ -27,6 +27,13 @@ def up(
         ".ferry"
     ),
     namesrv_port: Annotated[int, typer.Option(help="0 = any free port")] = 9876,
+    rocketmq_port: Annotated[
+        int,
+        typer.Option(
+            help="the name server address for RocketMQ's own clients (remoting protocol); "
+            "0 = any free port, -1 = none"
+        ),
+    ] = 0,
     broker_port: Annotated[int, typer.Option(help="0 = any free port")] = 10911,
     console_port: Annotated[int, typer.Option(help="0 = any free port")] = 8080,
     slave: Annotated[bool, typer.Option("--slave", help="add a slave broker group")] = False,
@@ -65,6 +72,7 @@ def up(
         cluster = start_local_cluster(
             str(data_dir.resolve()),
             namesrv_port=namesrv_port,
+            rocketmq_port=rocketmq_port if rocketmq_port >= 0 else None,
             broker_port=broker_port,
             conf_file=str(conf) if conf else None,
             overrides=parse_overrides(set_ or []),
@@ -77,9 +85,10 @@ def up(
         fail(str(err))
         raise typer.Exit(1) from None
     controller = f" controller={cluster.controller_addr}" if cluster.controller_addr else ""
+    rocketmq = f" rocketmq={cluster.rocketmq_addr}" if cluster.rocketmq_addr else ""
     relay.write(
         f"READY namesrv={cluster.namesrv_addr} console={cluster.console_url} "
-        f"broker={cluster.broker_addr}{controller}"
+        f"broker={cluster.broker_addr}{controller}{rocketmq}"
     )
     try:
         supervise(cluster, stop, relay.write)

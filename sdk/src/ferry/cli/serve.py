@@ -184,7 +184,8 @@ def _serve_broker(conf: Path | None, overrides: list[str]) -> None:
     except FerryError as err:
         fail(str(err))
         raise typer.Exit(1) from None
-    relay.write(f"READY broker addr={cluster.broker_addr} ha={cluster.ha_addr}")
+    rocketmq = f" rocketmq={cluster.broker_rocketmq_addr}" if cluster.broker_rocketmq_addr else ""
+    relay.write(f"READY broker addr={cluster.broker_addr} ha={cluster.ha_addr}{rocketmq}")
     supervise(cluster, stop, relay.write, supervisor, channel)
 
 

@@ -39,6 +39,10 @@ class LocalCluster:
     ha_addr: str = ""  # the broker group's HA endpoint (host:port): slaves connect here
     console_url: str = ""
     controller_addr: str = ""
+    # RocketMQ's remoting protocol: the name server's door (what RocketMQ clients are given)
+    # and the broker group's master's
+    rocketmq_addr: str = ""
+    broker_rocketmq_addr: str = ""
     # run after the processes are stopped (a private etcd)
     after_stop: list[Callable[[], None]] = field(default_factory=list)
 
@@ -126,6 +130,7 @@ def start_broker_services(
         },
     )
     cluster.broker_addr = remoting.endpoints["addr"]
+    cluster.broker_rocketmq_addr = remoting.endpoints.get("rocketmq", "")
     if namesrv_addr and not _waits_for_a_lease(conf_file, base):
         keys = security_config(conf_file, overrides)
         wait_registered(

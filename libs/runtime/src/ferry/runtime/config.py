@@ -90,6 +90,9 @@ class BrokerConfig(SecurityConfig, rename=_conf_name, kw_only=True):
     namesrv_addr: str = ""
     listen_port: int = 10911
     listen_host: str = "127.0.0.1"
+    # RocketMQ's remoting protocol for RocketMQ's own clients (broker-remoting's door), on
+    # listenHost (0: a free port; -1: not served); the name servers route RocketMQ clients here
+    rocketmq_listen_port: int = -1
     ha_listen_port: int = 0  # 0: listenPort + 1
     # HA (ha-replicator): a slave reports its offset at least this often; a slave further than
     # haMaxGapNotInSync bytes behind is not in sync (SYNC_MASTER answers SLAVE_NOT_AVAILABLE);

@@ -35,24 +35,31 @@ def start_local_cluster(
     slave: bool = False,
     ha: bool = False,
     store_endpoint: str = LOOPBACK_ANY,
+    rocketmq_port: int | None = None,
 ) -> LocalCluster:
     """The embedded default of `ferry dev up`: a name server and a broker group, and the
     console when console_port is given (0: any free port). With the console, every broker
     service exports its spans to the console's /v1/traces unless OTEL_* variables say
     where they go. store_endpoint: where the master's store listens for its own services
-    (bench/store_endpoint.py compares ipc:// with TCP)."""
+    (bench/store_endpoint.py compares ipc:// with TCP). rocketmq_port: the name server's
+    RocketMQ door (0: any free port), the brokers' doors then on free ports; None: no doors."""
     cluster = LocalCluster()
+    if rocketmq_port is not None:
+        overrides = {"rocketmqListenPort": "0", **(overrides or {})}
     try:
         namesrv_settings = {
             **security_keys(conf_file, overrides),
             "listenPort": str(namesrv_port),
         }
+        if rocketmq_port is not None:
+            namesrv_settings["rocketmqListenPort"] = str(rocketmq_port)
         namesrv = spawn_service("namesrv", service_args(None, namesrv_settings), env=env, sink=sink)
         cluster.processes.append(namesrv)
 
         def namesrv_ready() -> str:
             wait_ready(namesrv)
             cluster.namesrv_addr = namesrv.endpoints["addr"]
+            cluster.rocketmq_addr = namesrv.endpoints.get("rocketmq", "")
             return cluster.namesrv_addr
 
         if console_port is not None or ha:

@@ -32,6 +32,7 @@ from ferry.remoting.auth_push import AuthPusher
 from ferry.remoting.broker_metrics import BrokerMetrics
 from ferry.remoting.client_table import ClientTable
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
+from ferry.remoting.door.server import start_door
 from ferry.remoting.held_queues import cover_held_queues
 from ferry.remoting.processors import BrokerAddress, BrokerProcessors, BrokerTables
 from ferry.remoting.registration import NamesrvRegistrar, parse_namesrv_addr, register_period_s
@@ -98,6 +99,7 @@ class RemotingApp:
             SERVICE_NAME, max_deferred=config.max_pending_requests, version=self.version
         )
         self.addr = ""
+        self.rocketmq_addr = ""
         self.exit_code = 0
         self._ready = False
         self._store_deadline = 0.0
@@ -157,6 +159,7 @@ class RemotingApp:
             may_register=lambda: not self.write_lease.lapsed(),
         )
         self._wire()
+        self.rocketmq_addr = self._open_door()
         self.metrics_addr = self._start_metrics()
         self.service.on_stop(self._on_stop)
         log.info(
@@ -191,6 +194,17 @@ class RemotingApp:
             self.service.on(request_type, handler)
         processors.start()
         self.processors = processors
+
+    def _open_door(self) -> str:
+        """RocketMQ's remoting protocol in front of the same processors (door/), when
+        rocketmqListenPort is set; its advertised host:port, or ""."""
+        config = self.config
+        if config.rocketmq_listen_port < 0:
+            return ""
+        door = start_door(
+            self.service, config.listen_host, config.rocketmq_listen_port, self.processors
+        )
+        return f"{config.advertised_host}:{door.tcp.port}"
 
     # ---- start-up ----
 
@@ -240,6 +254,8 @@ class RemotingApp:
 
     def _announce(self) -> None:
         extra = {"metrics": self.metrics_addr} if self.metrics_addr else {}
+        if self.rocketmq_addr:
+            extra["rocketmq"] = self.rocketmq_addr
         announce_ready(SERVICE_NAME, addr=self.addr, **extra)
         self.registrar.start(register_period_s(self.config.register_name_server_period))
         slave_sync = self.processors.slave_sync
@@ -308,6 +324,7 @@ class RemotingApp:
             broker_id=config.registered_broker_id,
             broker_addr=self.addr,
             ha_addr=self.ha_addr,
+            rocketmq_addr=self.rocketmq_addr,
             topics=masked_topics(self.topics.snapshot(), config.broker_permission),
             timeout_ms=config.broker_not_active_timeout_millis,
             epoch=self._epoch(),

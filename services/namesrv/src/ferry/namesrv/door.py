@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from ferry.protocol.errors import TopicNotExistError
 from ferry.protocol.messages import (
     AddWritePermRequest,
@@ -39,24 +37,10 @@ from ferry.protocol.messages import (
 )
 from ferry.protocol.rocketmq.codes import RequestCode
 from ferry.protocol.rocketmq.command import RemotingCommand
+from ferry.protocol.rocketmq.fields import SUCCESS, ext, ok
 from ferry.runtime.remoting_door import Route
 
-SUCCESS = 0
 QUERY_NOT_FOUND = 22
-_JSON = msgspec.json.Encoder()
-
-
-def ext(cmd: RemotingCommand, key: str) -> str:
-    """A header field the request must carry."""
-    value = cmd.ext_fields.get(key)
-    if value is None:
-        raise ValueError(f"the header lacks {key}")
-    return value
-
-
-def ok(cmd: RemotingCommand, body: Any = None, **fields: str) -> RemotingCommand:
-    payload = b"" if body is None else _JSON.encode(body)
-    return cmd.response(SUCCESS, ext_fields=fields or None, body=payload)
 
 
 def _broker_json(data: BrokerData) -> dict[str, Any] | None:
