@@ -8,21 +8,28 @@ from ferry.runtime.remoting_door import RemotingDoor, Route
 from ferry.runtime.service import Service
 
 
-def door_routes(processors: BrokerProcessors) -> dict[int, Route]:
+def door_routes(
+    processors: BrokerProcessors, clients: consume.DoorClients | None = None
+) -> dict[int, Route]:
     routes: dict[int, Route] = {}
-    for module in (produce, consume, admin):
-        routes.update(module.routes(processors))
+    routes.update(produce.routes(processors))
+    routes.update(consume.routes(processors, clients))
+    routes.update(admin.routes(processors))
     return routes
 
 
 def start_door(
     service: Service, host: str, port: int, processors: BrokerProcessors
 ) -> RemotingDoor:
-    return RemotingDoor(
+    # a closed connection unregisters the clients whose heartbeats came on it
+    clients = consume.DoorClients()
+    door = RemotingDoor(
         service,
         host,
         port,
-        door_routes(processors),
+        door_routes(processors, clients),
         name="rocketmq",
         to_notice=notices.to_notice,
+        on_close=lambda conn: clients.closed(door, conn),
     )
+    return door
