@@ -15,7 +15,7 @@ from ferry.admin import Admin
 from ferry.protocol import record
 from ferry.protocol.codes import PullStatus, ResponseCode
 from ferry.protocol.errors import FerryError
-from ferry.protocol.messages import PullMessageReply, PullMessageRequest
+from ferry.protocol.messages import PullMessageReply, PullMessageRequest, TopicRouteData
 from ferry.protocol.rocketmq.codes import RequestCode, SerializeType
 from ferry.runtime.layouts import start_local_cluster
 from ferry.runtime.testing.cluster import SMALL_STORE
@@ -257,7 +257,7 @@ def test_an_unknown_topic_is_created_from_tbw102_on_first_send(door: Door) -> No
     assert [r.body for r in pull(door, topic, 3)] == [b"auto"]
 
 
-def _route(admin: Admin, topic: str) -> object:
+def _route(admin: Admin, topic: str) -> TopicRouteData | None:
     try:
         return admin.topic_route(topic)
     except FerryError:  # not routed yet

@@ -17,6 +17,7 @@ client crashes on a send answered without them).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ferry import native
@@ -83,11 +84,16 @@ def _int_prop(props: str, key: str) -> int:
         raise InvalidParameterError(f"property {key}={value!r} is not a whole number") from None
 
 
-def _send_request(keys: SendKeys, always_batch: bool) -> Any:
+ToSend = Callable[[RemotingCommand, DoorCall], SendMessageRequest]
+
+
+def _send_request(keys: SendKeys, always_batch: bool) -> ToSend:
+    long_names: ToSend | None = _send_request(V1, True) if always_batch and keys is V2 else None
+
     def request(cmd: RemotingCommand, call: DoorCall) -> SendMessageRequest:
         fields = cmd.ext_fields
-        if always_batch and keys is V2 and V2.topic not in fields and V1.topic in fields:
-            return _send_request(V1, True)(cmd, call)  # a 320 with the long names
+        if long_names is not None and V2.topic not in fields and V1.topic in fields:
+            return long_names(cmd, call)  # a 320 with the long names
         topic = ext(cmd, keys.topic)
         group = ext(cmd, keys.group)
         queue_id = ext_int(cmd, keys.queue_id, -1)
