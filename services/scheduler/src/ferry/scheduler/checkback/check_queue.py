@@ -6,7 +6,6 @@ in its half message's trace."""
 from __future__ import annotations
 
 import collections
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,13 +19,10 @@ from ferry.protocol.messages import (
 from ferry.protocol.span_attributes import messaging
 from ferry.runtime import telemetry
 from ferry.runtime.service import Call, HandlerResult, Service
+from ferry.scheduler.checkback.clock import now_ms
 from ferry.scheduler.checkback.half_table import HalfMessage, HalfTable
 
 TRACER = "ferry.checkback"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class CheckQueue:

@@ -17,7 +17,6 @@ saved every SAVE_INTERVAL_S when it changed, and on stop (progress.py).
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from ferry.runtime.config import BrokerConfig
 from ferry.runtime.service import Call, HandlerResult, Peer, Service
 from ferry.scheduler.checkback import progress
 from ferry.scheduler.checkback.check_queue import CheckQueue
+from ferry.scheduler.checkback.clock import now_ms
 from ferry.scheduler.checkback.half_table import CheckPolicy, HalfMessage, HalfTable
 from ferry.scheduler.checkback.log_scan import Ended, Marked, event_of
 from ferry.scheduler.checkback.mark_search import MarkSearch
@@ -70,10 +70,6 @@ class CheckerSettings:
             config.transaction_check_interval,
             config.transaction_check_max,
         )
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class TransactionChecker:

@@ -5,7 +5,6 @@ has its lost op record written, so its end is in the op queue as any other."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +12,7 @@ from ferry.protocol import record
 from ferry.protocol.messages import AnyReply, StorePutReply, StorePutRequest
 from ferry.protocol.names import TRAN_END_PROPERTY, TRANS_OP_HALF_TOPIC
 from ferry.runtime.service import Peer
+from ferry.scheduler.checkback.clock import now_ms
 from ferry.scheduler.checkback.copy_search import STORE_TIMEOUT_S, CopySearch
 from ferry.scheduler.checkback.half_table import HalfTable, Mark
 from ferry.scheduler.checkback.log_scan import COPY_WINDOW_MS
@@ -21,10 +21,6 @@ log = logging.getLogger("ferry.scheduler.checkback")
 
 CLOCK_SLACK_MS = 5000  # the store's clock (marks' store times) and ours may differ a little
 OP_TAG = "d"  # as remoting's op records
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class MarkSearch:
