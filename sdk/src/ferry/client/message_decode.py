@@ -25,6 +25,17 @@ def _int_property(props: Mapping[str, str], key: str) -> int | None:
         return None
 
 
+def decompressed(body: bytes, phys_offset: int) -> bytes:
+    """A compressed record's body inflated; RecordError (naming its CommitLog offset) when
+    it does not inflate. Callers test the sysflag first, so a plain record pays no call."""
+    try:
+        return zlib.decompress(body)
+    except zlib.error as exc:
+        raise record.RecordError(
+            f"compressed body at CommitLog offset {phys_offset} is corrupt: {exc}"
+        ) from None
+
+
 @functools.lru_cache(maxsize=256)
 def host_hex(store_host: str) -> str:
     """The first 16 hex digits of an offset message id (record.offset_msg_id), cached."""
@@ -114,12 +125,7 @@ def decode_records_py(
         topic = record.topic_of(buf[at + len_byte : at + len_byte + topic_len])
         body = buf[start + off_body : at]
         if sysflag & record.SYSFLAG_COMPRESSED:
-            try:
-                body = zlib.decompress(body)
-            except zlib.error as exc:
-                raise record.RecordError(
-                    f"compressed body at CommitLog offset {phys_offset} is corrupt: {exc}"
-                ) from None
+            body = decompressed(body, phys_offset)
         host = hosts.get(store_host)
         if host is None:
             text = record.unpack_host(store_host)
@@ -173,12 +179,7 @@ def decode_message(rec: record.Record, broker_name: str) -> MessageExt:
     props = rec.properties
     body = rec.body
     if rec.sysflag & record.SYSFLAG_COMPRESSED:
-        try:
-            body = zlib.decompress(body)
-        except zlib.error as exc:
-            raise record.RecordError(
-                f"compressed body at CommitLog offset {rec.phys_offset} is corrupt: {exc}"
-            ) from None
+        body = decompressed(body, rec.phys_offset)
     keys = props.get(record.PROPERTY_KEYS)
     offset_id = f"{host_hex(rec.store_host)}{rec.phys_offset:016X}"
     msg = MessageExt.__new__(MessageExt)
