@@ -29,7 +29,6 @@ from ferry.protocol.messages import (
 )
 from ferry.remoting.auth_admin import AuthAdmin
 from ferry.remoting.auth_push import AuthPusher
-from ferry.remoting.broker_metrics import BrokerMetrics
 from ferry.remoting.client_table import ClientTable
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.door.server import start_door
@@ -284,13 +283,16 @@ class RemotingApp:
     def _start_metrics(self) -> str:
         """OTel instruments when metrics are on; the Prometheus endpoint's host:port if any
         (one that cannot bind is logged and left out: messages go on)."""
-        self.broker_metrics: BrokerMetrics | None = None
+        self.broker_metrics: Any = None  # a BrokerMetrics while metrics are on
         if not metrics.enabled():
             return ""
+        # imported here: it brings prometheus_client, which a process without metrics skips
+        from ferry.remoting.broker_metrics import BrokerMetrics
+
         self.broker_metrics = BrokerMetrics(
             self.config, self.stats, self.offsets, f"tcp://{self.ha_addr}"
         )
-        return self.broker_metrics.start()
+        return str(self.broker_metrics.start())
 
     def _on_stop(self) -> None:
         if self.broker_metrics is not None:

@@ -4,13 +4,14 @@ collection (plain int reads of loop state)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from prometheus_client import CollectorRegistry, Histogram
+from typing import TYPE_CHECKING, Any
 
 from ferry.runtime import metrics
 from ferry.store.flush import Flusher, FlushPlan
 from ferry.store.store import MessageStore
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 
 class StoreMetrics:
@@ -18,6 +19,8 @@ class StoreMetrics:
         self, store: MessageStore, flusher: Flusher, registry: CollectorRegistry | None = None
     ) -> None:
         registry = metrics.registry() if registry is None else registry
+        from prometheus_client import Histogram  # only once metrics are on (metrics.py)
+
         latency = Histogram(
             metrics.FLUSH_LATENCY,
             "time of one flush (fdatasync of the CommitLog, and for full flushes "

@@ -4,12 +4,15 @@ master's last known end minus its own."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry
+from typing import TYPE_CHECKING
 
 from ferry.ha.master import MasterReplicator
 from ferry.ha.slave import SlaveReplicator
 from ferry.runtime import metrics
 from ferry.runtime.metrics import Points
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 
 class HaMetrics:

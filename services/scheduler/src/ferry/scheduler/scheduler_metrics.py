@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry
-
 from ferry.runtime import metrics
 from ferry.runtime.metrics import Points
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from ferry.scheduler.app import SchedulerApp
 
 

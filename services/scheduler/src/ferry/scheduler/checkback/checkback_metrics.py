@@ -3,10 +3,13 @@ checker's table: half messages waiting for their transaction's end, checks made,
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry
+from typing import TYPE_CHECKING
 
 from ferry.runtime import metrics
 from ferry.scheduler.checkback.checker import TransactionChecker
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 
 class CheckbackMetrics:
