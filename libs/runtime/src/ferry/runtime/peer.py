@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import struct
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from ferry.protocol.errors import (
     ConnectionFailedError,
@@ -31,6 +31,16 @@ DRAIN_BATCH = 256  # messages taken from one socket before other sockets get a t
 # from the loop: copying a batch or a pull (~128-300 KiB) costs less than that hand-off;
 # copying a log read or an HA transfer (1-4 MiB) does not.
 COPY_THRESHOLD = 512 * 1024
+
+
+_MONITOR_EVENT = struct.Struct("=H")  # a monitor message's first frame: event id, value
+
+
+def monitor_event(frames: list[bytes]) -> int:
+    """The event id of a ZeroMQ monitor message (zmq.utils.monitor would bring in asyncio)."""
+    if len(frames) != 2 or len(frames[0]) != 6:
+        return 0
+    return int(_MONITOR_EVENT.unpack_from(frames[0])[0])
 
 
 class Peer:
@@ -120,7 +130,7 @@ class Peer:
         def on_readable(sock: zmq.Socket[Any]) -> None:
             seen = False
             while sock.poll(0):
-                seen |= bool(recv_monitor_message(sock, zmq.NOBLOCK)["event"] & events)
+                seen |= bool(monitor_event(sock.recv_multipart(zmq.NOBLOCK)) & events)
             if seen:
                 on_event()
 
