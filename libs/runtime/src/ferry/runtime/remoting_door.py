@@ -26,6 +26,8 @@ from ferry.protocol.errors import FerryError, InvalidParameterError
 from ferry.protocol.messages import AnyReply, ErrorReply
 from ferry.protocol.rocketmq.command import CommandError, RemotingCommand, decode, encode
 from ferry.runtime.call import Payload, error_reply
+from ferry.runtime.remoting_auth import authenticate
+from ferry.runtime.security.guard import Guard
 from ferry.runtime.service import Service
 from ferry.runtime.tcp_door import Connection, TcpDoor
 from ferry.runtime.throttled_log import ThrottledLog
@@ -34,6 +36,7 @@ log = logging.getLogger("ferry.remoting_door")
 
 REQUEST_CODE_NOT_SUPPORTED = 3
 SYSTEM_ERROR = 1
+NO_PERMISSION = 16
 MIN_FRAME_BYTES = 4  # the header length word
 ASK_TIMEOUT_S = 5.0
 
@@ -44,6 +47,11 @@ ToResponse = Callable[[RemotingCommand, Any, Payload], RemotingCommand]
 # a notice (a typed message the service sends unasked) -> the request that carries it
 ToNotice = Callable[[AnyReply], RemotingCommand | None]
 Answered = Callable[[RemotingCommand | None], None]  # None: no response within the timeout
+
+
+def _ip(peer: str) -> str:
+    host = peer.rpartition(":")[0]
+    return host.strip("[]")
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,7 @@ class RemotingDoor:
         self.unsupported = 0
         self.bad_frames = 0
         self.notices = 0
+        self.refused = 0  # for want of credentials or permission
         self.tcp = TcpDoor(
             service,
             host,
@@ -179,6 +188,14 @@ class RemotingDoor:
             return
         self.requests += 1
         call = DoorCall(self, conn, cmd)
+        guard = self.service.guard
+        user: Any = None
+        if guard is not None:  # authentication on: the signature first, whatever the code
+            who = authenticate(guard, cmd)
+            if isinstance(who, FerryError):
+                self._refuse_auth(guard, call, who, str(cmd.code))
+                return
+            call.signer, user = who
         route = self.routes.get(cmd.code)
         if route is None:
             self.unsupported += 1
@@ -195,7 +212,18 @@ class RemotingDoor:
             return
         if request is None:  # answered by the route itself
             return
+        if guard is not None and user is not None:  # None: the cluster's own services
+            refused = guard.permit(call.signer, user, request, _ip(conn.peer))
+            if refused is not None:
+                self._refuse_auth(guard, call, refused, type(request).__name__)
+                return
         self.service.serve(request, call)
+
+    def _refuse_auth(self, guard: Guard, call: DoorCall, err: FerryError, request: str) -> None:
+        # RocketMQ's clients know one code for every refusal of credentials or permissions
+        self.refused += 1
+        guard.count_refusal(err, request, call.cmd.ext_fields.get("AccessKey", "-"), call.conn.peer)
+        self._refuse(call, NO_PERMISSION, err.message)
 
     def _refuse(self, call: DoorCall, code: int, remark: str) -> None:
         call.done = True

@@ -90,18 +90,10 @@ class Guard:
                 f"{self.service} has authentication on: {name} needs credentials "
                 "(an access key and a secret key)"
             )
-        user = None
-        if signed.access_key == self.inner.access_key:
-            secret = self.inner.secret_key
-        elif self.internal_only:  # knows no users: any other key is not a service's
-            return self._not_a_service(signed.access_key)
-        else:
-            user = self.users.user(signed.access_key) if self.users is not None else None
-            if user is None:
-                return BadSignatureError(f"unknown access key {signed.access_key!r}")
-            if getattr(user, "user_status", "enable") != "enable":
-                return BadSignatureError(f"user {signed.access_key!r} is disabled")
-            secret = user.password
+        found = self.secret_of(signed.access_key)
+        if isinstance(found, FerryError):
+            return found
+        user, secret = found
         if signed.header_only and user is not None:
             return BadSignatureError(
                 f"{signed.access_key!r} signed the header of {name} only: a user's signature "
@@ -119,27 +111,59 @@ class Guard:
             )
         if user is None:
             return None  # the cluster's own services
+        return self.permit(signed.access_key, user, env.body, source_ip)
+
+    def secret_of(self, access_key: str) -> tuple[Any, str] | FerryError:
+        """(the user, or None for the cluster's own services; the secret key to check a
+        signature with) of access_key, or why that key cannot sign here."""
+        if access_key == self.inner.access_key:
+            return None, self.inner.secret_key
+        if self.internal_only:
+            return self._not_a_service(access_key)
+        user = self.users.user(access_key) if self.users is not None else None
+        if user is None:
+            return BadSignatureError(f"unknown access key {access_key!r}")
+        if getattr(user, "user_status", "enable") != "enable":
+            return BadSignatureError(f"user {access_key!r} is disabled")
+        return user, str(user.password)
+
+    def permit(self, access_key: str, user: Any, body: Any, source_ip: str) -> FerryError | None:
+        """Whether `user` (authenticated as access_key) may send request `body`: the
+        permission rules and the user's ACLs. Every wire asks this after its own check of
+        the signature (a protocol door signs its own way)."""
+        name = type(body).__name__
         # a name server or controller belongs to no one cluster: the user's group's
-        cluster = self.cluster or self._cluster_of(signed.access_key)
-        need = needs(env.body, cluster)
+        cluster = self.cluster or self._cluster_of(access_key)
+        need = needs(body, cluster)
         if need == INTERNAL:
             return NoPermissionError(
-                f"{name} is sent only by the cluster's own services, not by user "
-                f"{signed.access_key!r}",
+                f"{name} is sent only by the cluster's own services, not by user {access_key!r}",
                 retriable=False,
             )
         if getattr(user, "user_type", "") == SUPER_TYPE or not self.authorization:
             return None
         if need == SUPER:
             return NoPermissionError(
-                f"{name} needs a Super user; {signed.access_key!r} is not one", retriable=False
+                f"{name} needs a Super user; {access_key!r} is not one", retriable=False
             )
         assert isinstance(need, list)
         for item in need:
-            reason = self._allowed(signed.access_key, item, source_ip)
+            reason = self._allowed(access_key, item, source_ip)
             if reason is not None:
                 return NoPermissionError(f"{name} refused: {reason}", retriable=False)
         return None
+
+    def count_refusal(self, err: FerryError, request: str, who: str, source_ip: str) -> None:
+        """A refusal made outside check() (a protocol door's), counted and logged alike."""
+        self.refusals[ResponseCode(err.code).name, request] += 1
+        self._log.warning(
+            "%s: refused %s from %s (%s): %s",
+            self.service,
+            request,
+            who,
+            source_ip or "?",
+            err.message,
+        )
 
     def _cluster_of(self, username: str) -> str:
         cluster_of = getattr(self.users, "cluster_of", None)
