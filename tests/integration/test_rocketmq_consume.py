@@ -312,12 +312,6 @@ def test_two_consumers_of_one_group_split_the_queues_and_consume_each_message_on
     assert in_first | in_second == set(range(QUEUES))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the C++ client sends CONSUMER_SEND_MSG_BACK to the record's store host, which is "
-    "the broker's Ferry (ZeroMQ) address, not its door: the 36 times out and the message is "
-    "dropped; needs records stored with the door's address as their store host",
-)
 def test_a_failed_message_comes_back_through_the_retry_topic_with_reconsume_times_1(
     cluster: LocalCluster, producer: Producer, consumers: Callable[..., RocketMQConsumer]
 ) -> None:

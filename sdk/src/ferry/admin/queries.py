@@ -133,12 +133,19 @@ def query_msg_by_unique_key(
     )
 
 
-def _broker_names(brokers: BrokerLocator) -> dict[str, str]:
-    """address -> broker name, of every broker the name servers know."""
+def _broker_names(brokers: BrokerLocator) -> dict[str, tuple[str, str]]:
+    """address -> (broker name, its Ferry address), of every broker the name servers know.
+    A broker with a RocketMQ door stores its records under the door's address (the store
+    host of its offset message ids): that address names it too."""
     info = brokers.cluster_info()
-    return {
-        addr: name for name, data in info.brokers.items() for addr in data.broker_addrs.values()
-    }
+    names: dict[str, tuple[str, str]] = {}
+    for name, data in info.brokers.items():
+        for broker_id, addr in data.broker_addrs.items():
+            names[addr] = (name, addr)
+            door = data.rocketmq_addrs.get(broker_id)
+            if door:
+                names[door] = (name, addr)
+    return names
 
 
 def view_message(brokers: BrokerLocator, offset_msg_id: str) -> MessageExt:
@@ -150,7 +157,8 @@ def view_message(brokers: BrokerLocator, offset_msg_id: str) -> MessageExt:
     names = _broker_names(brokers)
     if addr not in names:
         raise BrokerNotExistError(f"{offset_msg_id} names broker {addr}, which is not registered")
-    return _view(brokers, addr, names[addr], phys_offset)
+    name, ferry_addr = names[addr]
+    return _view(brokers, ferry_addr, name, phys_offset)
 
 
 def _view(brokers: BrokerLocator, addr: str, broker_name: str, phys_offset: int) -> MessageExt:
@@ -179,7 +187,8 @@ def query_msg_by_id(
     names = _broker_names(brokers)
     if addr in names:
         try:
-            return [_view(brokers, addr, names[addr], phys_offset)]
+            name, ferry_addr = names[addr]
+            return [_view(brokers, ferry_addr, name, phys_offset)]
         except (QueryNotFoundError, InvalidParameterError):
             pass  # a client msg id that happens to decode to a broker's address
     if topic is not None:

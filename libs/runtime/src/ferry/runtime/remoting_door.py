@@ -147,7 +147,7 @@ class RemotingDoor:
         self.routes = routes
         self.name = name
         self._to_notice = to_notice
-        self._on_close = on_close
+        self.on_close = on_close
         self._opaques = itertools.count(1)
         self._asked: dict[tuple[int, int], Answered] = {}  # (connection id, opaque)
         self.complaints = ThrottledLog(log)
@@ -274,8 +274,8 @@ class RemotingDoor:
     def _closed(self, conn: Connection) -> None:
         for key in [k for k in self._asked if k[0] == conn.id]:
             self._asked.pop(key)(None)
-        if self._on_close is not None:
-            self._on_close(conn)
+        if self.on_close is not None:
+            self.on_close(conn)
 
     def close(self) -> None:
         self.tcp.close()

@@ -31,7 +31,7 @@ from ferry.remoting.auth_admin import AuthAdmin
 from ferry.remoting.auth_push import AuthPusher
 from ferry.remoting.client_table import ClientTable
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
-from ferry.remoting.door.server import start_door
+from ferry.remoting.door import server as door
 from ferry.remoting.held_queues import cover_held_queues
 from ferry.remoting.processors import BrokerAddress, BrokerProcessors, BrokerTables
 from ferry.remoting.registration import NamesrvRegistrar, parse_namesrv_addr, register_period_s
@@ -157,8 +157,8 @@ class RemotingApp:
             self._unregistration,
             may_register=lambda: not self.write_lease.lapsed(),
         )
-        self._wire()
         self.rocketmq_addr = self._open_door()
+        self._wire()
         self.metrics_addr = self._start_metrics()
         self.service.on_stop(self._on_stop)
         log.info(
@@ -179,7 +179,9 @@ class RemotingApp:
         tables = BrokerTables(
             self.topics, self.groups, self.offsets, self.auth, self.clients, self.stats
         )
-        address = BrokerAddress(self.addr, self.ha_addr, self.version)
+        address = BrokerAddress(
+            self.addr, self.ha_addr, self.version, store_host=self.rocketmq_addr or self.addr
+        )
         processors = BrokerProcessors(
             self.config,
             self.service,
@@ -193,17 +195,20 @@ class RemotingApp:
             self.service.on(request_type, handler)
         processors.start()
         self.processors = processors
+        if self.door is not None:
+            door.serve(self.door, processors)
 
     def _open_door(self) -> str:
         """RocketMQ's remoting protocol in front of the same processors (door/), when
-        rocketmqListenPort is set; its advertised host:port, or ""."""
+        rocketmqListenPort is set: its advertised host:port, or "". Opened before the
+        processors are built: records are stored with the door's address as their store
+        host, which RocketMQ clients send consumed messages back to."""
         config = self.config
+        self.door = None
         if config.rocketmq_listen_port < 0:
             return ""
-        door = start_door(
-            self.service, config.listen_host, config.rocketmq_listen_port, self.processors
-        )
-        return f"{config.advertised_host}:{door.tcp.port}"
+        self.door = door.open_door(self.service, config.listen_host, config.rocketmq_listen_port)
+        return f"{config.advertised_host}:{self.door.tcp.port}"
 
     # ---- start-up ----
 

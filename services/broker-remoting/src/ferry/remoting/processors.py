@@ -68,6 +68,9 @@ class BrokerAddress:
     addr: str  # host:port clients reach
     ha_addr: str  # host:port of the ha-replicator
     version: str
+    # the store host of the records this broker stores (and so of their offset msg ids): the
+    # RocketMQ door's address when it has one, where RocketMQ clients send messages back
+    store_host: str = ""
 
 
 class BrokerProcessors:
@@ -87,6 +90,7 @@ class BrokerProcessors:
         self._lease = lease
         t = tables
         addr = address.addr
+        store_host = address.store_host or addr
         # the other services of the group this broker talks to
         self.checkback = connect(service, config.checkback_endpoint)
         scheduler = connect(service, config.scheduler_endpoint)
@@ -119,7 +123,7 @@ class BrokerProcessors:
             t.topics,
             store,
             t.stats,
-            addr,
+            store_host,
             topics_changed,
             answer=lease.gate(answer),
             stamp_request=self.replies.stamp,
@@ -158,7 +162,7 @@ class BrokerProcessors:
             t.groups,
             group_topics,
             store,
-            addr,
+            store_host,
             t.stats,
             max_level=len(config.delay_levels_ms),
             hold=bool(config.scheduler_endpoint),
@@ -168,7 +172,7 @@ class BrokerProcessors:
         self.message_query = MessageQueryProcessor(store, index)
         self.end_transaction = EndTransactionProcessor(
             store,
-            addr,
+            store_host,
             t.stats,
             self.checkback,
             transaction_timeout_ms=config.transaction_time_out,

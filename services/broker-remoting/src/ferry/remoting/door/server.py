@@ -18,18 +18,14 @@ def door_routes(
     return routes
 
 
-def start_door(
-    service: Service, host: str, port: int, processors: BrokerProcessors
-) -> RemotingDoor:
+def open_door(service: Service, host: str, port: int) -> RemotingDoor:
+    """The door, listening from now on, with no routes yet: its address is known before the
+    processors are built (stored records carry it as their store host), serve() adds them."""
+    return RemotingDoor(service, host, port, {}, name="rocketmq", to_notice=notices.to_notice)
+
+
+def serve(door: RemotingDoor, processors: BrokerProcessors) -> None:
     # a closed connection unregisters the clients whose heartbeats came on it
     clients = consume.DoorClients()
-    door = RemotingDoor(
-        service,
-        host,
-        port,
-        door_routes(processors, clients),
-        name="rocketmq",
-        to_notice=notices.to_notice,
-        on_close=lambda conn: clients.closed(door, conn),
-    )
-    return door
+    door.routes.update(door_routes(processors, clients))
+    door.on_close = lambda conn: clients.closed(door, conn)
