@@ -19,7 +19,21 @@ import msgspec
 import msgspec.inspect as mi
 from itest_support import Cluster, start_cluster
 
-from ferry.protocol.auth import Credentials
+from ferry.protocol.auth import Credentials, unseal
+from ferry.protocol.messages import (
+    AuthSnapshot,
+    AuthSnapshotReply,
+    ErrorReply,
+    GetAllSubscriptionGroupRequest,
+    GetAllTopicConfigRequest,
+    GetAllTopicListRequest,
+    GetAuthSnapshotRequest,
+    GetClusterInfoRequest,
+    QueryConsumerOffsetRequest,
+    StoreQueueOffsetsRequest,
+    StoreStatusRequest,
+)
+from ferry.protocol.rpc import BlockingClient
 from ferry.runtime.etcd import EtcdProcess, start_etcd
 from ferry.runtime.launcher import ServiceProcess, start_controller
 
@@ -65,10 +79,15 @@ class SecureCluster:
 
 
 def start_secure(
-    tmp_path: Path, env: dict[str, str] | None = None, **overrides: str
+    tmp_path: Path,
+    env: dict[str, str] | None = None,
+    *,
+    rocketmq_port: int | None = None,
+    **overrides: str,
 ) -> SecureCluster:
     """A name server, a broker group and a controller (on its etcd), all with authentication
-    and authorization on; the broker pushes its users to the controller too."""
+    and authorization on; the broker pushes its users to the controller too. rocketmq_port:
+    the RocketMQ doors of the name server and the broker as well."""
     etcd = start_etcd(str(tmp_path / "etcd"))
     controller = None
     try:
@@ -81,6 +100,7 @@ def start_secure(
             tmp_path,
             env,
             {**SECURITY, "controllerAddr": controller.endpoints["addr"], **overrides},
+            rocketmq_port=rocketmq_port,
         )
     except BaseException:
         if controller is not None:
@@ -153,3 +173,44 @@ def _value(name: str, t: mi.Type) -> Any:
     if isinstance(t, mi.NoneType):
         return None
     return msgspec.UNSET
+
+
+# ---- asking a port, and what a refused request must not change ----
+
+TIMEOUT_MS = 5000
+
+
+def ask(endpoint: str, body: Any, creds: Credentials | None) -> Any:
+    with BlockingClient(endpoint, credentials=creds) as client:
+        answer = client.call(body, TIMEOUT_MS)
+    assert answer is not None, f"{endpoint} did not answer {type(body).__name__}"
+    return answer[0]
+
+
+def code_of(reply: Any) -> int:
+    return reply.code if isinstance(reply, ErrorReply) else 0
+
+
+def state(c: SecureCluster) -> dict[str, Any]:
+    """What a refused request must not change, read as the cluster itself and as root."""
+    ports = c.ports()
+    reads = {
+        "store": (ports["broker-store"], StoreStatusRequest()),
+        "queues": (ports["broker-store"], StoreQueueOffsetsRequest(TOPIC, [0, 1])),
+        "topics": (ports["broker-remoting"], GetAllTopicConfigRequest()),
+        "groups": (ports["broker-remoting"], GetAllSubscriptionGroupRequest()),
+        "offset0": (ports["broker-remoting"], QueryConsumerOffsetRequest(GROUP, TOPIC, 0)),
+        "offset1": (ports["broker-remoting"], QueryConsumerOffsetRequest(GROUP, TOPIC, 1)),
+        "routes": (ports["namesrv"], GetAllTopicListRequest()),
+        "cluster": (ports["namesrv"], GetClusterInfoRequest()),
+    }
+    out = {name: msgspec.to_builtins(ask(ep, body, INNER)) for name, (ep, body) in reads.items()}
+    for key in ("flushed_offset", "log_syncs", "disk_used_ratio", "disk_free_bytes"):
+        out["store"].pop(key, None)
+    # users and ACLs with their passwords: the snapshot a slave copies, opened as the cluster
+    reply = ask(ports["broker-remoting"], GetAuthSnapshotRequest(), INNER)
+    assert isinstance(reply, AuthSnapshotReply) and reply.sealed
+    opened = unseal(INNER.secret_key, reply.sealed)
+    assert opened is not None
+    out["auth"] = msgspec.to_builtins(msgspec.msgpack.decode(opened, type=AuthSnapshot))
+    return out

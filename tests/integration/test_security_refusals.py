@@ -16,42 +16,41 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import msgspec
 import pytest
 from itest_support import wait_for
-from security_support import GROUP, INNER, ROOT, TOPIC, SecureCluster, sample, start_secure
+from security_support import (
+    GROUP,
+    INNER,
+    ROOT,
+    TOPIC,
+    SecureCluster,
+    ask,
+    code_of,
+    sample,
+    start_secure,
+    state,
+)
 
 from ferry.admin import Admin
 from ferry.client import Message, Producer
-from ferry.protocol.auth import Credentials, unseal
+from ferry.protocol.auth import Credentials
 from ferry.protocol.codes import ResponseCode
 from ferry.protocol.messages import (
-    AuthSnapshot,
-    AuthSnapshotReply,
     ErrorReply,
-    GetAllSubscriptionGroupRequest,
     GetAllTopicConfigRequest,
-    GetAllTopicListRequest,
-    GetAuthSnapshotRequest,
-    GetClusterInfoRequest,
     PingRequest,
-    QueryConsumerOffsetRequest,
-    StoreQueueOffsetsRequest,
     StoreStatusRequest,
     UpdateConsumerOffsetRequest,
     request_types,
 )
 from ferry.protocol.messages.common import OffsetEntry
-from ferry.protocol.rpc import BlockingClient
 from ferry.runtime.security import permissions
 
 NOBODY = Credentials("nobody", "nobody-secret-0123")
 WRONG = Credentials("nobody", "not-the-secret")
 INNER_WRONG = Credentials(INNER.access_key, "not-the-secret")
 INTERNAL_PORTS = {"broker-store", "index", "scheduler", "checkback", "ha-replicator"}
-TIMEOUT_MS = 5000
 
 
 @pytest.fixture(scope="module")
@@ -79,42 +78,6 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
         yield c
     finally:
         c.stop()
-
-
-def ask(endpoint: str, body: Any, creds: Credentials | None) -> Any:
-    with BlockingClient(endpoint, credentials=creds) as client:
-        answer = client.call(body, TIMEOUT_MS)
-    assert answer is not None, f"{endpoint} did not answer {type(body).__name__}"
-    return answer[0]
-
-
-def code_of(reply: Any) -> int:
-    return reply.code if isinstance(reply, ErrorReply) else 0
-
-
-def state(c: SecureCluster) -> dict[str, Any]:
-    """What a refused request must not change, read as the cluster itself and as root."""
-    ports = c.ports()
-    reads = {
-        "store": (ports["broker-store"], StoreStatusRequest()),
-        "queues": (ports["broker-store"], StoreQueueOffsetsRequest(TOPIC, [0, 1])),
-        "topics": (ports["broker-remoting"], GetAllTopicConfigRequest()),
-        "groups": (ports["broker-remoting"], GetAllSubscriptionGroupRequest()),
-        "offset0": (ports["broker-remoting"], QueryConsumerOffsetRequest(GROUP, TOPIC, 0)),
-        "offset1": (ports["broker-remoting"], QueryConsumerOffsetRequest(GROUP, TOPIC, 1)),
-        "routes": (ports["namesrv"], GetAllTopicListRequest()),
-        "cluster": (ports["namesrv"], GetClusterInfoRequest()),
-    }
-    out = {name: msgspec.to_builtins(ask(ep, body, INNER)) for name, (ep, body) in reads.items()}
-    for key in ("flushed_offset", "log_syncs", "disk_used_ratio", "disk_free_bytes"):
-        out["store"].pop(key, None)
-    # users and ACLs with their passwords: the snapshot a slave copies, opened as the cluster
-    reply = ask(ports["broker-remoting"], GetAuthSnapshotRequest(), INNER)
-    assert isinstance(reply, AuthSnapshotReply) and reply.sealed
-    opened = unseal(INNER.secret_key, reply.sealed)
-    assert opened is not None
-    out["auth"] = msgspec.to_builtins(msgspec.msgpack.decode(opened, type=AuthSnapshot))
-    return out
 
 
 def test_every_request_type_is_refused_on_every_port(

@@ -55,11 +55,16 @@ class Cluster:
 
 
 def start_cluster(
-    root: Path, env: dict[str, str] | None = None, overrides: dict[str, str] | None = None
+    root: Path,
+    env: dict[str, str] | None = None,
+    overrides: dict[str, str] | None = None,
+    *,
+    rocketmq_port: int | None = None,
 ) -> Cluster:
-    """A name server and a broker group on `root` (SMALL_STORE under `overrides`)."""
+    """A name server and a broker group on `root` (SMALL_STORE under `overrides`); with
+    rocketmq_port, their RocketMQ doors (0: a free port)."""
     merged = {**SMALL_STORE, **(overrides or {})}
-    local = start_local_cluster(str(root), overrides=merged, env=env)
+    local = start_local_cluster(str(root), overrides=merged, env=env, rocketmq_port=rocketmq_port)
     return Cluster(root, local, env, merged)
 
 
