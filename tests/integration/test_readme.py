@@ -8,7 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from itest_support import Cluster
+from itest_support import Cluster, start_cluster
+
+from ferry.admin import Admin
+from ferry.client import Message as FerryMessage
+from ferry.client import Producer as FerryProducer
+from ferry.runtime.testing.client_venvs import rocketmq_remoting_python
 
 README = Path(__file__).parents[2] / "README.md"
 BIN = Path(sys.executable).parent
@@ -79,3 +84,37 @@ def test_readme_asyncio_example_runs(cluster: Cluster, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("SEND_OK ")
     assert "consumed 101" in done.stdout
+
+
+def test_readme_rocketmq_client_example_runs_with_the_real_client(tmp_path: Path) -> None:
+    """The README's RocketMQ section, run as written by Apache's `rocketmq` 0.4.4 client (in a
+    venv of its own) against a cluster's RocketMQ door; Ferry's SDK then reads the message."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## RocketMQ's own clients", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```python\n(.*?)```", section, re.S)
+    script = tmp_path / "rocketmq_tour.py"
+    script.write_text(block)
+    c = start_cluster(tmp_path / "cluster", rocketmq_port=0)
+    try:
+        with FerryProducer("pg-readme", c.namesrv) as producer:  # the tour's topic exists
+            producer.send(FerryMessage("TourTopic", b"first"))
+        env = {**os.environ, "ROCKETMQ_NAMESRV_ADDR": c.local.rocketmq_addr}
+        done = subprocess.run(
+            [str(rocketmq_remoting_python()), str(script)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        status, msg_id = done.stdout.split()[-2:]
+        assert status == "0"  # SendStatus.OK
+        with Admin(c.namesrv) as admin:
+            [found] = admin.query_msg_by_key("TourTopic", "order-rocketmq")
+        assert found.msg_id == msg_id
+        assert found.body == b"hello from a RocketMQ client"
+        assert found.tags == "TagA"
+    finally:
+        c.local.stop()
