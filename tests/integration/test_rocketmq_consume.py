@@ -5,83 +5,30 @@ the retry topic, and a restarted group resumes from its committed offset (issue 
 
 from __future__ import annotations
 
-import json
-import queue
-import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rocketmq_client_support import (
+    CONSUMER,
+    QUEUES,
+    RocketMQConsumer,
+    committed_to_the_end,
+    consumer_ids,
+    on_queue,
+    probe_until_consumed,
+    wait_for,
+)
 
 from ferry.admin import Admin
-from ferry.client import Message, MessageQueue, Producer
-from ferry.protocol.rocketmq.codes import RequestCode, ResponseCode
+from ferry.client import Message, Producer
 from ferry.runtime.launcher import LocalCluster, start_local_cluster
 from ferry.runtime.testing.client_venvs import rocketmq_remoting_python
 from ferry.runtime.testing.remoting_client import RemotingClient
 
 pytestmark = pytest.mark.integration
-
-QUEUES = 4
-
-# The consumer program, run with the venv's python: one JSON line per message, "started"
-# once start() returned; it shuts down when its stdin closes. A message whose keys are in
-# argv[5] (comma separated) fails its first delivery (the wrapper reports an exception in the
-# listener as RECONSUME_LATER).
-CONSUMER = r"""
-import json, sys, threading
-from rocketmq.client import PushConsumer
-
-namesrv, group, topic, expression, fail_keys = sys.argv[1:6]
-fail = set(filter(None, fail_keys.split(",")))
-failed = set()
-lock = threading.Lock()
-
-
-def out(obj):
-    with lock:
-        sys.stdout.write(json.dumps(obj) + "\n")
-        sys.stdout.flush()
-
-
-def text(value):
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
-def on_message(msg):
-    rec = {
-        "id": text(msg.id),
-        "topic": text(msg.topic),
-        "tags": text(msg.tags),
-        "keys": text(msg.keys),
-        "body": text(msg.body),
-        "user": text(msg.get_property("user")),
-        "reconsume_times": msg.reconsume_times,
-        "queue_id": msg.queue_id,
-        "queue_offset": msg.queue_offset,
-        "born_timestamp": msg.born_timestamp,
-    }
-    with lock:
-        first = rec["keys"] in fail and rec["keys"] not in failed
-        failed.add(rec["keys"])
-    rec["failed"] = first
-    out(rec)
-    if first:
-        raise RuntimeError("fails its first delivery")
-
-
-consumer = PushConsumer(group)
-consumer.set_namesrv_addr(namesrv)
-consumer.subscribe(topic, on_message, expression)
-consumer.start()
-out({"started": True})
-sys.stdin.read()
-consumer.shutdown()
-out({"stopped": True})
-"""
 
 
 @pytest.fixture(scope="module")
@@ -108,68 +55,6 @@ def producer(cluster: LocalCluster) -> Iterator[Producer]:
         yield p
 
 
-class RocketMQConsumer:
-    """The consumer program as a child process; its lines are gathered by a thread."""
-
-    def __init__(
-        self, python: Path, script: Path, addr: str, group: str, topic: str, expression: str = "*"
-    ) -> None:
-        self.fail_keys: list[str] = []
-        self._args = [str(python), str(script), addr, group, topic, expression]
-        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
-        self.messages: list[dict[str, Any]] = []
-        self.proc: subprocess.Popen[str] | None = None
-        self._reader: threading.Thread | None = None
-
-    def start(self) -> RocketMQConsumer:
-        self.proc = subprocess.Popen(
-            [*self._args, ",".join(self.fail_keys)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        self.wait_line(lambda line: bool(line.get("started")), 30)
-        return self
-
-    def _read(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            line = json.loads(raw)
-            if "body" in line:
-                self.messages.append(line)
-            self.lines.put(line)
-
-    def wait_line(self, wanted: Callable[[dict[str, Any]], bool], timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError(f"no such line within {timeout_s} s") from None
-            if wanted(line):
-                return
-
-    def bodies(self) -> list[str]:
-        return [m["body"] for m in list(self.messages)]
-
-    def stop(self) -> None:
-        proc = self.proc
-        if proc is None or proc.stdout is None or proc.stdout.closed:
-            return
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if self._reader is not None:
-            self._reader.join(timeout=5)  # it ends at the end of the output
-        proc.stdout.close()
-
-
 @pytest.fixture
 def consumers(
     venv_python: Path, cluster: LocalCluster, tmp_path: Path
@@ -192,36 +77,6 @@ def new_topic(cluster: LocalCluster, name: str) -> str:
     with Admin(cluster.namesrv_addr) as admin:
         admin.create_topic(name, QUEUES, QUEUES)
     return name
-
-
-def on_queue(queues: list[MessageQueue], _msg: Message, queue_id: int) -> MessageQueue:
-    return next(q for q in queues if q.queue_id == queue_id)
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-
-
-def probe_until_consumed(
-    producer: Producer, topic: str, members: list[RocketMQConsumer], timeout_s: float = 30
-) -> None:
-    """A new group starts at the end of each queue (QUERY_CONSUMER_OFFSET answered 22): probes
-    go to every queue until each member has consumed one sent after it started pulling."""
-    deadline = time.monotonic() + timeout_s
-    n = 0
-    while True:
-        for queue_id in range(QUEUES):
-            producer.send(Message(topic, f"probe-{n}", tags="probe"), on_queue, queue_id)
-            n += 1
-        stop = time.monotonic() + 1.0
-        while time.monotonic() < stop:
-            if all(any(b.startswith("probe-") for b in c.bodies()) for c in members):
-                return
-            time.sleep(0.05)
-        assert time.monotonic() < deadline, "the consumers consumed no probe"
 
 
 def test_messages_sent_with_ferrys_sdk_reach_a_rocketmq_push_consumer_intact(
@@ -285,12 +140,9 @@ def test_two_consumers_of_one_group_split_the_queues_and_consume_each_message_on
     probe_until_consumed(producer, topic, [first])
     second = consumers(group, topic).start()
     with RemotingClient(cluster.broker_rocketmq_addr) as door:
-
-        def members() -> list[str]:
-            got = door.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
-            return list(json.loads(got.body)["consumerIdList"]) if got.code == 0 else []
-
-        wait_for(lambda: len(members()) == 2, 30, "the second member never registered")
+        wait_for(
+            lambda: len(consumer_ids(door, group)) == 2, 30, "the second member never registered"
+        )
     probe_until_consumed(producer, topic, [first, second])
     # the rebalance has settled once both consume: from here each message goes to one
     first.messages.clear()
@@ -347,21 +199,12 @@ def test_a_restarted_group_resumes_from_its_committed_offsets(
         producer.send(Message(topic, body), on_queue, i % QUEUES)
     wait_for(lambda: set(before) <= set(consumer.bodies()), 30, "first messages missing")
     with RemotingClient(cluster.broker_rocketmq_addr) as door:
-
-        def committed_to_the_end() -> bool:
-            for q in range(QUEUES):
-                fields = {"consumerGroup": group, "topic": topic, "queueId": str(q)}
-                got = door.call(RequestCode.QUERY_CONSUMER_OFFSET, fields)
-                top = door.call(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)})
-                if (
-                    got.code != ResponseCode.SUCCESS
-                    or got.ext_fields["offset"] != top.ext_fields["offset"]
-                ):
-                    return False
-            return True
-
         # offsets are committed every 5 s and with each pull
-        wait_for(committed_to_the_end, 30, "the consumer never committed its offsets")
+        wait_for(
+            lambda: committed_to_the_end(door, group, topic),
+            30,
+            "the consumer never committed its offsets",
+        )
     consumer.stop()
     after = [f"after-{i}" for i in range(8)]
     for i, body in enumerate(after):

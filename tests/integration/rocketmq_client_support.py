@@ -1,0 +1,277 @@
+"""The unchanged `rocketmq` 0.4.4 client (rocketmq-client-cpp inside) as child processes run
+with its own venv's python, for the tests of the RocketMQ doors: a push consumer program that
+prints one JSON line per message, a producer program that sends what a JSON spec lists, and
+the waits these tests share (a new group starts at the end of each queue, so tests probe
+until each consumer got one message)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ferry.client import Message, MessageQueue, Producer
+from ferry.protocol.rocketmq.codes import RequestCode, ResponseCode
+from ferry.runtime.testing.remoting_client import RemotingClient
+
+QUEUES = 4
+
+# The consumer program: argv[1:6] namesrv, group, topic, expression, fail keys (comma
+# separated: a message with such keys fails its first delivery; the wrapper reports an
+# exception in the listener as RECONSUME_LATER); argv[6], optional, JSON options:
+# orderly (the orderly listener), broadcasting, fail_always (keys that fail every delivery),
+# sleep_ms (per message). One JSON line per message, "started" once start() returned; it
+# shuts down when its stdin closes, then prints "stopped".
+CONSUMER = r"""
+import json, sys, threading, time
+from rocketmq.client import PushConsumer
+from rocketmq.ffi import MessageModel
+
+namesrv, group, topic, expression, fail_keys = sys.argv[1:6]
+options = json.loads(sys.argv[6]) if len(sys.argv) > 6 else {}
+fail = set(filter(None, fail_keys.split(",")))
+fail_always = set(options.get("fail_always", []))
+sleep_s = options.get("sleep_ms", 0) / 1000.0
+failed = set()
+lock = threading.Lock()
+
+
+def out(obj):
+    with lock:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+
+def text(value):
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def on_message(msg):
+    rec = {
+        "id": text(msg.id),
+        "topic": text(msg.topic),
+        "tags": text(msg.tags),
+        "keys": text(msg.keys),
+        "body": text(msg.body),
+        "user": text(msg.get_property("user")),
+        "reconsume_times": msg.reconsume_times,
+        "queue_id": msg.queue_id,
+        "queue_offset": msg.queue_offset,
+        "born_timestamp": msg.born_timestamp,
+        "thread": threading.get_ident(),
+    }
+    with lock:
+        first = rec["keys"] in fail and rec["keys"] not in failed
+        failed.add(rec["keys"])
+    rec["failed"] = first or rec["keys"] in fail_always
+    out(rec)
+    if sleep_s:
+        time.sleep(sleep_s)
+    if rec["failed"]:
+        raise RuntimeError("the listener fails this message")
+
+
+model = MessageModel.BROADCASTING if options.get("broadcasting") else MessageModel.CLUSTERING
+consumer = PushConsumer(group, orderly=bool(options.get("orderly")), message_model=model)
+consumer.set_namesrv_addr(namesrv)
+consumer.subscribe(topic, on_message, expression)
+consumer.start()
+out({"started": True})
+sys.stdin.read()
+consumer.shutdown()
+out({"stopped": True})
+"""
+
+# The producer program: argv[1] a JSON spec {"namesrv", "group", "topic", "credentials":
+# [access_key, secret_key] or null, "timeout_ms", "messages": [{"mark", "body", "tags",
+# "keys", "props", "orderly_arg"}]}. One JSON line per message: {"mark", "status", "msg_id",
+# "offset"} or {"mark", "error"}.
+PRODUCER = r"""
+import json, sys
+from rocketmq.client import Message, Producer
+
+spec = json.loads(sys.argv[1])
+
+
+def out(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+producer = Producer(spec.get("group", "PG_RMQ_MORE"))
+producer.set_namesrv_addr(spec["namesrv"])
+if spec.get("credentials"):
+    producer.set_session_credentials(spec["credentials"][0], spec["credentials"][1], "")
+if spec.get("timeout_ms"):
+    producer.set_timeout(spec["timeout_ms"])
+producer.start()
+try:
+    for m in spec["messages"]:
+        msg = Message(spec["topic"])
+        msg.set_body(m["body"])
+        if m.get("tags"):
+            msg.set_tags(m["tags"])
+        if m.get("keys"):
+            msg.set_keys(m["keys"])
+        for key, value in m.get("props", {}).items():
+            msg.set_property(key, value)
+        try:
+            if m.get("orderly_arg") is not None:
+                result = producer.send_orderly(msg, m["orderly_arg"])
+            else:
+                result = producer.send_sync(msg)
+        except Exception as exc:
+            out({"mark": m["mark"], "error": "%s: %s" % (type(exc).__name__, exc)})
+            continue
+        out({"mark": m["mark"], "status": int(result.status), "msg_id": result.msg_id,
+             "offset": result.offset})
+finally:
+    producer.shutdown()
+"""
+
+
+def run_producer(python: Path, home: Path, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Runs the producer program to its end; its lines, by message."""
+    home.mkdir(parents=True, exist_ok=True)
+    script = home / "producer.py"
+    script.write_text(PRODUCER)
+    done = subprocess.run(
+        [str(python), str(script), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env={**os.environ, "HOME": str(home)},  # the client's logs go under ~/logs
+    )
+    assert done.returncode == 0, f"{done.returncode}\n{done.stdout}\n{done.stderr}"
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+class RocketMQConsumer:
+    """The consumer program as a child process; its lines are gathered by a thread."""
+
+    def __init__(
+        self,
+        python: Path,
+        script: Path,
+        addr: str,
+        group: str,
+        topic: str,
+        expression: str = "*",
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        self.fail_keys: list[str] = []
+        self._args = [str(python), str(script), addr, group, topic, expression]
+        self._options = json.dumps(options or {})
+        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.messages: list[dict[str, Any]] = []
+        self.proc: subprocess.Popen[str] | None = None
+        self._reader: threading.Thread | None = None
+
+    def start(self) -> RocketMQConsumer:
+        self.proc = subprocess.Popen(
+            [*self._args, ",".join(self.fail_keys), self._options],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.wait_line(lambda line: bool(line.get("started")), 30)
+        return self
+
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = json.loads(raw)
+            if "body" in line:
+                self.messages.append(line)
+            self.lines.put(line)
+
+    def wait_line(self, wanted: Callable[[dict[str, Any]], bool], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no such line within {timeout_s} s") from None
+            if wanted(line):
+                return
+
+    def bodies(self) -> list[str]:
+        return [m["body"] for m in list(self.messages)]
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is None or proc.stdout is None or proc.stdout.closed:
+            return
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if self._reader is not None:
+            self._reader.join(timeout=5)  # it ends at the end of the output
+        proc.stdout.close()
+
+
+def on_queue(queues: list[MessageQueue], _msg: Message, queue_id: int) -> MessageQueue:
+    return next(q for q in queues if q.queue_id == queue_id)
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def probe_until_consumed(
+    producer: Producer,
+    topic: str,
+    members: list[RocketMQConsumer],
+    timeout_s: float = 30,
+    queues: int = QUEUES,
+) -> None:
+    """A new group starts at the end of each queue (QUERY_CONSUMER_OFFSET answered 22): probes
+    go to every queue until each member has consumed one sent after it started pulling."""
+    deadline = time.monotonic() + timeout_s
+    n = 0
+    while True:
+        for queue_id in range(queues):
+            producer.send(Message(topic, f"probe-{n}", tags="probe"), on_queue, queue_id)
+            n += 1
+        stop = time.monotonic() + 1.0
+        while time.monotonic() < stop:
+            if all(any(b.startswith("probe-") for b in c.bodies()) for c in members):
+                return
+            time.sleep(0.05)
+        assert time.monotonic() < deadline, "the consumers consumed no probe"
+
+
+def committed_to_the_end(
+    door: RemotingClient, group: str, topic: str, queues: int = QUEUES
+) -> bool:
+    """Whether the group's committed offset of every queue is the queue's max offset (asked
+    through the broker's door)."""
+    for q in range(queues):
+        fields = {"consumerGroup": group, "topic": topic, "queueId": str(q)}
+        got = door.call(RequestCode.QUERY_CONSUMER_OFFSET, fields)
+        top = door.call(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)})
+        if got.code != ResponseCode.SUCCESS or got.ext_fields["offset"] != top.ext_fields["offset"]:
+            return False
+    return True
+
+
+def consumer_ids(door: RemotingClient, group: str) -> list[str]:
+    """The group's members as the broker's door lists them (GET_CONSUMER_LIST_BY_GROUP)."""
+    got = door.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+    return list(json.loads(got.body)["consumerIdList"]) if got.code == 0 else []
