@@ -80,6 +80,17 @@ SAMPLES: dict[int, dict[str, str]] = {
     RequestCode.GET_MAX_OFFSET: {"topic": TOPIC, "queueId": "0"},
     RequestCode.GET_MIN_OFFSET: {"topic": TOPIC, "queueId": "0"},
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: {"consumerGroup": GROUP},
+    # answered from several requests of its own: each checked as the client's
+    RequestCode.GET_CONSUME_STATS: {"consumerGroup": GROUP, "topic": TOPIC},
+    RequestCode.GET_TOPIC_STATS_INFO: {"topic": TOPIC},
+    RequestCode.QUERY_MESSAGE: {
+        "topic": TOPIC,
+        "key": "k",
+        "maxNum": "32",
+        "beginTimestamp": "0",
+        "endTimestamp": "9999999999999",
+    },
+    RequestCode.GET_ALL_TOPIC_CONFIG: {},
     RequestCode.GET_ROUTEINFO_BY_TOPIC: {"topic": TOPIC},
     RequestCode.UPDATE_AND_CREATE_TOPIC: {
         "topic": "door-made",

@@ -74,6 +74,7 @@ class DoorCall:
         "signer",
         "traceparent",
         "tracestate",
+        "user",
     )
 
     def __init__(self, door: RemotingDoor, conn: Connection, cmd: RemotingCommand) -> None:
@@ -83,6 +84,7 @@ class DoorCall:
         self.response: ToResponse | None = None
         self.payload: Payload = []
         self.signer = ""  # the access key that signed it, once authentication checked it
+        self.user: Any = None  # its user (authentication on; None: the cluster's services)
         self.traceparent = ""
         self.tracestate = ""
         self.done = False
@@ -91,6 +93,15 @@ class DoorCall:
     @property
     def channel(self) -> DoorChannel:
         return DoorChannel(self._door, self.conn)
+
+    def permitted(self, request: Any) -> FerryError | None:
+        """Whether this call's user may send `request` (None: yes): for a route that answers
+        by asking the handlers several requests of its own, each checked as the door checks
+        the one a route returns."""
+        guard = self._door.service.guard
+        if guard is None or self.user is None:
+            return None
+        return guard.permit(self.signer, self.user, request, _ip(self.conn.peer))
 
     def reply(self, body: AnyReply, payload: Payload | None = None) -> None:
         if self.done:
@@ -196,6 +207,7 @@ class RemotingDoor:
                 self._refuse_auth(guard, call, who, str(cmd.code))
                 return
             call.signer, user = who
+            call.user = user
         route = self.routes.get(cmd.code)
         if route is None:
             self.unsupported += 1

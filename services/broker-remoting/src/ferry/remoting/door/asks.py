@@ -1,7 +1,8 @@
 """For a door route whose answer takes several of the processors' requests (GET_CONSUME_STATS):
 runs them on the processors' own handlers, as Service.serve would, and hands back the replies
 once all are in. Each sub-request gets a Caller of its own that carries the door call's
-signer, trace context and channel."""
+signer, trace context and channel; with authentication on, each must be one the caller's user
+may send (DoorCall.permitted), or the door call is refused."""
 
 from __future__ import annotations
 
@@ -67,6 +68,11 @@ class Asks:
     def all(self, parent: DoorCall, requests: Sequence[Any], then: Replies) -> None:
         """Runs every request; then(replies) once all are answered, in the requests' order
         (an ErrorReply where one failed)."""
+        for req in requests:  # with authentication on, each as if the client had sent it
+            refused = parent.permitted(req)
+            if refused is not None:
+                parent.fail(refused)
+                return
         replies: list[AnyReply | None] = [None] * len(requests)
         left = [len(requests)]
         if not requests:
