@@ -45,14 +45,16 @@ deps:
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq tcpdump >/dev/null; }
 
-# Two phases (conftest.py says which tests are `serial`, docs/perf-notes/suite-time.md the
+# Two phases (conftest.py says which tests are `serial`, docs/perf-notes/2026-11-28-suite-time.md the
 # figures): the tests that are not timing-bound on two workers, each file on one of them; then
 # the timing-bound ones (elections, leases, restarts, elapsed time, Docker, Spark, the
-# browser) on one worker, as the whole suite ran before, since with them on two workers the
-# load reached 12-16 and tests failed that pass alone (2026-11-27). Both phases always run;
-# make fails when either does, with the first failing status.
+# browser), also on two workers, but with the ones that start several broker trees, a
+# controller or a Docker stack one after another on one worker (conftest.py HEAVY_MODULES):
+# with everything on two workers at once the load reached 12-16 and tests failed that pass
+# alone (2026-11-27). Both phases always run; make fails when either does, with the first
+# failing status.
 PYTEST_PARALLEL := pytest -n 2 --dist loadgroup -m "not serial" --durations 25
-PYTEST_SERIAL := pytest -m serial --durations 25
+PYTEST_SERIAL := pytest -n 2 --dist loadgroup -m serial --durations 25
 
 test: lint deps
 	$(PYTHON) deploy/build_images.py --if-docker --start-engine

@@ -1,7 +1,8 @@
-"""`make test` runs the suite in two phases (docs/perf-notes/suite-time.md):
+"""`make test` runs the suite in two phases (docs/perf-notes/2026-11-28-suite-time.md):
 
     pytest -n 2 --dist loadgroup -m "not serial"   # the rest, on two workers
-    pytest -m serial                               # the timing-bound tests, on one
+    pytest -n 2 --dist loadgroup -m serial         # the timing-bound tests: the heavy ones
+                                                   # on one worker, in turn (HEAVY_MODULES)
 
 Which tests are `serial` is decided here and nowhere else (SERIAL_MODULES, SERIAL_MARKERS):
 tests that wait on elections, leases, heartbeats, restarts or the supervisor, assert on
@@ -35,23 +36,7 @@ SERIAL_MARKERS = ("e2e", "spark")
 # Test modules that run serial, by path from the repository's root.
 SERIAL_MODULES = frozenset(
     {
-        # elections, leases and heartbeats of the controller; failover
-        "tests/integration/test_controller.py",
-        "tests/integration/test_failover.py",
-        "tests/integration/test_failover_fencing.py",
-        "tests/integration/test_failover_history.py",
-        "tests/integration/test_two_groups.py",
-        "tests/integration/test_write_lease.py",
-        "tests/integration/test_isr_enforcement.py",
-        # HA replication: slaves catching up, delays measured across replicas
-        "tests/integration/test_ha_replication.py",
-        "tests/integration/test_ha_delays.py",
-        "tests/integration/test_ha_consumers.py",
-        "tests/integration/test_ha_cli.py",
-        "tests/integration/test_dev_up_ha.py",
-        "tests/integration/test_admin_store_ha.py",
-        "tests/integration/test_pop_replication.py",
-        "tests/integration/test_tracing_ha.py",
+        # (elections, leases, failover and HA replication: HEAVY_MODULES below)
         # supervision: kills, hangs and restarts within bounds
         "tests/integration/test_supervision.py",
         "tests/integration/test_faults_under_load.py",
@@ -76,10 +61,35 @@ SERIAL_MODULES = frozenset(
 )
 
 
+# The serial phase runs on two workers too, but the modules that start several broker trees,
+# a controller on etcd or a Docker stack run one after another on one of them (xdist group
+# "heavy"), so at most one of them loads the machine at a time; the other worker takes the
+# lighter timing-bound files, and the Spark files together (one JVM).
+HEAVY_MODULES = frozenset(
+    {
+        "tests/integration/test_controller.py",
+        "tests/integration/test_failover.py",
+        "tests/integration/test_failover_fencing.py",
+        "tests/integration/test_failover_history.py",
+        "tests/integration/test_two_groups.py",
+        "tests/integration/test_write_lease.py",
+        "tests/integration/test_isr_enforcement.py",
+        "tests/integration/test_ha_replication.py",
+        "tests/integration/test_ha_delays.py",
+        "tests/integration/test_ha_consumers.py",
+        "tests/integration/test_ha_cli.py",
+        "tests/integration/test_dev_up_ha.py",
+        "tests/integration/test_admin_store_ha.py",
+        "tests/integration/test_pop_replication.py",
+        "tests/integration/test_tracing_ha.py",
+    }
+)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # a renamed module must not move to the parallel phase unnoticed
     root = Path(__file__).parent
-    gone = sorted(m for m in SERIAL_MODULES if not (root / m).is_file())
+    gone = sorted(m for m in SERIAL_MODULES | HEAVY_MODULES if not (root / m).is_file())
     if gone:
         raise pytest.UsageError(f"conftest.py: SERIAL_MODULES names missing files: {gone}")
 
@@ -89,9 +99,17 @@ def _module(item: pytest.Item) -> str:
 
 
 def is_serial(item: pytest.Item) -> bool:
-    if _module(item) in SERIAL_MODULES:
+    if _module(item) in SERIAL_MODULES | HEAVY_MODULES:
         return True
     return any(item.get_closest_marker(name) for name in SERIAL_MARKERS)
+
+
+def _group(item: pytest.Item) -> str:
+    if item.get_closest_marker("e2e") or _module(item) in HEAVY_MODULES:
+        return "heavy"
+    if item.get_closest_marker("spark"):
+        return "spark"
+    return _module(item)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marker added here
@@ -100,8 +118,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if is_serial(item):
             item.add_marker(pytest.mark.serial)
         if item.get_closest_marker("xdist_group") is None:
-            group = "docker" if item.get_closest_marker("e2e") else _module(item)
-            item.add_marker(pytest.mark.xdist_group(group))
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
 
 
 EXIT_STATUS = pytest.StashKey[int]()
