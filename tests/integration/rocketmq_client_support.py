@@ -165,7 +165,10 @@ class RocketMQConsumer:
         topic: str,
         expression: str = "*",
         options: dict[str, Any] | None = None,
+        home: Path | None = None,
     ) -> None:
+        """home: the client's HOME (its logs, and a broadcasting member's offsets file)."""
+        self._env = {**os.environ, "HOME": str(home)} if home is not None else None
         self.fail_keys: list[str] = []
         self._args = [str(python), str(script), addr, group, topic, expression]
         self._options = json.dumps(options or {})
@@ -180,6 +183,7 @@ class RocketMQConsumer:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            env=self._env,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
