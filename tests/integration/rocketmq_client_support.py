@@ -26,8 +26,9 @@ QUEUES = 4
 # separated: a message with such keys fails its first delivery; the wrapper reports an
 # exception in the listener as RECONSUME_LATER); argv[6], optional, JSON options:
 # orderly (the orderly listener), broadcasting, fail_always (keys that fail every delivery),
-# sleep_ms (per message). One JSON line per message, "started" once start() returned; it
-# shuts down when its stdin closes, then prints "stopped".
+# sleep_ms (per message), explicit_status (a failure returns RECONSUME_LATER from a callback
+# of the program's own instead of raising through the wrapper's). One JSON line per message,
+# "started" once start() returned; it shuts down when its stdin closes, then prints "stopped".
 CONSUMER = r"""
 import json, sys, threading, time
 from rocketmq.client import PushConsumer
@@ -80,7 +81,23 @@ def on_message(msg):
 model = MessageModel.BROADCASTING if options.get("broadcasting") else MessageModel.CLUSTERING
 consumer = PushConsumer(group, orderly=bool(options.get("orderly")), message_model=model)
 consumer.set_namesrv_addr(namesrv)
-consumer.subscribe(topic, on_message, expression)
+if options.get("explicit_status"):
+    # the wrapper's own callback re-raises the listener's exception, so ctypes hands the
+    # client an undefined status; this one returns RECONSUME_LATER (1) itself
+    from rocketmq.client import RecvMessage, ffi_check
+    from rocketmq.ffi import dll
+
+    def on_raw(_consumer, raw):
+        try:
+            on_message(RecvMessage(raw))
+        except RuntimeError:
+            return 1
+        return 0
+
+    ffi_check(dll.Subscribe(consumer._handle, topic.encode(), expression.encode()))
+    consumer._register_callback(on_raw)
+else:
+    consumer.subscribe(topic, on_message, expression)
 consumer.start()
 out({"started": True})
 sys.stdin.read()
@@ -134,6 +151,76 @@ try:
 finally:
     producer.shutdown()
 """
+
+
+# The pull program: argv[1:4] namesrv, group, topic. Three rounds of PullConsumer.pull(),
+# each after a line on stdin: all queues from the offsets it keeps; the second after more
+# were sent; before the third, queue 1's offset goes back to 1. One JSON line per round.
+PULLER = r"""
+import json, sys
+from rocketmq.client import PullConsumer
+
+namesrv, group, topic = sys.argv[1:4]
+consumer = PullConsumer(group)
+consumer.set_namesrv_addr(namesrv)
+consumer.start()
+
+
+def offsets():
+    # keys are "<topic>@<queueId>"
+    return {k.rsplit("@", 1)[1]: v for k, v in consumer.offset_table.items()}
+
+
+for round in range(3):
+    if not sys.stdin.readline():
+        break
+    if round == 2:
+        for key in list(consumer.offset_table):
+            if key.endswith("@1"):
+                consumer.offset_table[key] = 1
+    got = [
+        {"body": m.body.decode(), "queue_id": m.queue_id, "queue_offset": m.queue_offset,
+         "tags": m.tags.decode(), "id": m.id}
+        for m in consumer.pull(topic)
+    ]
+    sys.stdout.write(json.dumps({"messages": got, "offsets": offsets()}) + "\n")
+    sys.stdout.flush()
+consumer.shutdown()
+"""
+
+
+class RocketMQPuller:
+    """The pull program as a child process: round() runs one round and returns its line."""
+
+    def __init__(self, python: Path, home: Path, addr: str, group: str, topic: str) -> None:
+        script = home / "puller.py"
+        script.write_text(PULLER)
+        self.proc = subprocess.Popen(
+            [str(python), str(script), addr, group, topic],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "HOME": str(home)},
+        )
+
+    def round(self) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, "the pull program ended"
+        result: dict[str, Any] = json.loads(line)
+        return result
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
 
 
 def run_producer(python: Path, home: Path, spec: dict[str, Any]) -> list[dict[str, Any]]:
