@@ -1,7 +1,7 @@
 """Apache's `rocketmq` 0.4.4 client through Ferry's RocketMQ door, against Ferry's SDK on the
 same cluster and against the client's own floor (issue 40 §7), in one run.
 
-    uv run --frozen --all-packages python bench/rocketmq_door.py [--rounds 3] [--messages 10000]
+    uv run --frozen --all-packages python bench/rocketmq_door.py [--rounds 5] [--messages 15000]
     uv run --frozen --all-packages python bench/rocketmq_door.py --quick
 
 One local cluster with its doors (start_local_cluster(rocketmq_port=0)), 128-byte bodies, a
@@ -16,7 +16,8 @@ topic of 4 queues. Every round measures, back to back:
   starts at each queue's end) and the SDK's PushConsumer (FIRST_OFFSET), same topic.
 The floor is bench/rocketmq/floor_server.py: a do-nothing responder in its own process.
 The client runs in child processes with its own venv (ferry.runtime.testing.client_venvs).
-Figures are medians over rounds; ratios are medians of the per-round ratios.
+Figures are medians over rounds (min-max beside); ratios are medians of the per-round ratios.
+Before each of door, SDK and floor the cluster is left to go idle (client_throughput.settle).
 """
 
 from __future__ import annotations
@@ -274,8 +275,8 @@ def table(door: Runs, sdk: Runs, floor: Runs) -> tuple[list[str], dict[str, floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--messages", type=int, default=15_000)
     parser.add_argument("--quick", action="store_true", help="1 round of 2,000 messages")
     args = parser.parse_args()
     if args.quick:
@@ -300,21 +301,17 @@ def main() -> None:
                 f"cluster: door {cluster.rocketmq_addr}, broker door "
                 f"{cluster.broker_rocketmq_addr}; floor {floor_addr}"
             )
+            door_addr = cluster.rocketmq_addr
             for r in range(args.rounds):
-                # the door and the SDK swap order each round, so a drift in load moves both
+                # door, SDK and floor take turns going first, so a drift in load moves all
                 sides: list[tuple[Runs, Callable[[], Runs]]] = [
-                    (
-                        door,
-                        lambda: client_produce(
-                            runner, cluster.rocketmq_addr, "BenchRmqDoor", sync, n
-                        ),
-                    ),
-                    (sdk, lambda: sdk_produce(namesrv, "BenchRmqDoor", sync, n)),
+                    (door, partial(client_produce, runner, door_addr, "BenchRmqDoor", sync, n)),
+                    (sdk, partial(sdk_produce, namesrv, "BenchRmqDoor", sync, n)),
+                    (floor, partial(client_produce, runner, floor_addr, "BenchRmqFloor", sync, n)),
                 ]
-                for into, fn in sides if r % 2 == 0 else sides[::-1]:
+                for into, fn in sides[r % 3 :] + sides[: r % 3]:
                     settle(pids)
                     merge(into, fn())
-                merge(floor, client_produce(runner, floor_addr, "BenchRmqFloor", sync, n))
                 topic = f"BenchRmqConsume{r}"
                 loaded = preload(namesrv, topic, n)
                 consumers: list[tuple[Runs, Callable[[], float]]] = [
