@@ -26,7 +26,8 @@ from ferry.protocol.rocketmq import (
     encode,
 )
 
-# the fields of a send as captured from the client (docs/perf-notes/2026-12-02-rocketmq-client-wire.md)
+# the fields of a send as captured from the client
+# (docs/perf-notes/2026-12-02-rocketmq-client-wire.md)
 SEND_EXT = {
     "producerGroup": "bench-producers",
     "topic": "BenchTopic",
