@@ -1,6 +1,8 @@
 """Every port fuzzed, as a standing test (issue 25.5): each ZeroMQ request port of each service,
 the store's feed, and the console's pages and OTLP receiver get random frames, mutated valid
-envelopes and envelopes of every request type with generated values (fuzz_frames.py).
+envelopes and envelopes of every request type with generated values (fuzz_frames.py); the
+RocketMQ doors of the name server and the broker get random bytes, lying lengths, mutated
+frames, bad headers and commands of every reading code (fuzz_door_frames.py, issue 40.6).
 
 Expected, and checked after each port's run: no process died or restarted, each frame got a
 typed reply or was dropped, a ping right after each one was answered in time, no handler
@@ -16,6 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from fuzz_door_frames import READ_CODES, door_inputs
+from fuzz_door_target import (
+    DoorTarget,
+    cluster_info_probe,
+    max_offset_probe,
+    same_as,
+    served_codes,
+)
 from fuzz_frames import KEPT_TOPIC, SAFE_TYPES, any_frames, otlp_bodies, page_paths, well_formed
 from fuzz_targets import (
     FeedTarget,
@@ -35,6 +45,7 @@ from ferry.protocol.messages import (
     PingRequest,
 )
 from ferry.runtime.launcher import LocalCluster, start_local_cluster
+from ferry.runtime.testing.remoting_client import RemotingClient
 
 pytestmark = pytest.mark.integration
 
@@ -48,6 +59,8 @@ SERVICES = [
     "checkback",
     "ha-replicator",
 ]
+# every service with a RocketMQ door, and the probe each door must answer after every input
+DOORS = {"namesrv": cluster_info_probe, "broker-remoting": max_offset_probe(KEPT_TOPIC)}
 BUDGET_S = 5.0  # per port: the whole module stays near a minute on 2 busy cores
 MAX_EXAMPLES = 3000
 KEPT = 20
@@ -63,7 +76,7 @@ class Before:
 @pytest.fixture(scope="module")
 def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Before]]:
     data = tmp_path_factory.mktemp("fuzz")
-    local = start_local_cluster(str(data), overrides=SMALL_STORE, console_port=0)
+    local = start_local_cluster(str(data), overrides=SMALL_STORE, console_port=0, rocketmq_port=0)
     try:
         with Producer("pg-kept", local.namesrv_addr) as producer:
             for i in range(KEPT):
@@ -91,6 +104,8 @@ def test_every_port_is_fuzzed(fuzzed: tuple[LocalCluster, Before]) -> None:
     local, _ = fuzzed
     served = {sp.name for sp in local.processes if {"endpoint", "addr"} & set(sp.endpoints)}
     assert served - {"console"} == set(SERVICES)
+    doors = {sp.name for sp in local.processes if "rocketmq" in sp.endpoints}
+    assert doors == set(DOORS)
 
 
 @pytest.mark.parametrize("name", SERVICES)
@@ -110,6 +125,26 @@ def test_request_port_survives_fuzzing(name: str, fuzzed: tuple[LocalCluster, Be
     # most frames are refused with a typed error; some well-formed ones are served
     assert target.tally.errors > fed // 4
     _check(target.tally, local, before)
+
+
+@pytest.mark.parametrize("name", sorted(DOORS))
+def test_rocketmq_door_survives_fuzzing(name: str, fuzzed: tuple[LocalCluster, Before]) -> None:
+    local, before = fuzzed
+    addr = local.get(name).endpoints["rocketmq"]
+    log, offsets = stored_log(local.store_endpoint), kept_offsets(local.broker_addr)
+    with RemotingClient(addr) as client:
+        probe = same_as(DOORS[name], DOORS[name](client))
+    target = DoorTarget(name, addr, probe)
+    served = served_codes(addr, READ_CODES)
+    assert 0 < len(served) < len(READ_CODES) // 2, served
+    fed = drive(target.feed, door_inputs(served), budget_s=BUDGET_S, max_examples=MAX_EXAMPLES)
+    assert target.probe(), "no answer after the run"
+    _check(target.tally, local, before)
+    assert fed >= 50, f"only {fed} inputs in {BUDGET_S} s"
+    # refused mostly (unknown codes, bad fields), and some well-formed requests served
+    assert target.tally.errors > 10 and target.tally.replies > 0, target.codes
+    assert stored_log(local.store_endpoint) == log
+    assert kept_offsets(local.broker_addr) == offsets
 
 
 def test_store_feed_survives_fuzzing(fuzzed: tuple[LocalCluster, Before]) -> None:
