@@ -13,7 +13,8 @@ topic of 4 queues. Every round measures, back to back:
   (send_batch both), `messages` each; the SDK's send_async singles beside them;
 - push consume msg/s of `messages` pre-loaded messages, first message to last: the client's
   PushConsumer (its group's offsets committed at 0 through the door first, since a new group
-  starts at each queue's end) and the SDK's PushConsumer (FIRST_OFFSET), same topic.
+  starts at each queue's end) and the SDK's PushConsumer (FIRST_OFFSET), same topic; with
+  the cluster's CPU (every service process) per message over the whole consumer run.
 The floor is bench/rocketmq/floor_server.py: a do-nothing responder in its own process.
 The client runs in child processes with its own venv (ferry.runtime.testing.client_venvs).
 Figures are medians over rounds (min-max beside); ratios are medians of the per-round ratios.
@@ -37,7 +38,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from client_throughput import settle
+from client_throughput import _cluster_cpu, settle
 from common import RESULTS, percentile, shown
 
 from ferry.admin import Admin
@@ -270,6 +271,11 @@ def table(door: Runs, sdk: Runs, floor: Runs) -> tuple[list[str], dict[str, floa
         f"| push consume, msg/s | {spread(door['consume'])} | {spread(sdk['consume'])} | "
         f"n/a | door / SDK {ratio:.2f} |"
     )
+    lines.append(
+        f"| push consume, cluster CPU per message, µs | {spread(door['consume_cpu_us'])} | "
+        f"{spread(sdk['consume_cpu_us'])} | n/a | door / SDK "
+        f"{median_ratio(door['consume_cpu_us'], sdk['consume_cpu_us']):.2f} |"
+    )
     return lines, figures
 
 
@@ -330,7 +336,10 @@ def main() -> None:
                 ]
                 for into, consume in consumers if r % 2 == 0 else consumers[::-1]:
                     settle(pids)
-                    merge(into, {"consume": [consume()]})
+                    cpu = _cluster_cpu(pids)
+                    got = consume()
+                    cpu_us = (_cluster_cpu(pids) - cpu) / loaded * 1e6
+                    merge(into, {"consume": [got], "consume_cpu_us": [cpu_us]})
                 print(
                     f"round {r + 1}: door sync p50 {door['sync_p50'][-1]:.0f} µs, "
                     f"SDK {sdk['sync_p50'][-1]:.0f}, floor {floor['sync_p50'][-1]:.0f}; "
