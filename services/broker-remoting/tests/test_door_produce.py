@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -202,6 +203,29 @@ def test_a_batch_stores_each_item_and_answers_every_id(
     assert [r.flag for r in records] == list(range(5))
     ids = resp.ext_fields["msgId"].split(",")
     assert [offset_of(i) for i in ids] == [r.phys_offset for r in records]
+
+
+def test_a_compressed_batch_stores_its_items_uncompressed(door: Door) -> None:
+    """The C++ client zlib-compresses a whole batch body of 4 KB and more (sysflag 1); each
+    item is stored as sent, uncompressed, and a body that does not inflate is refused."""
+    topic = fresh_topic(door)
+    keys = [uniq(40 + i) for i in range(32)]
+    body = b"".join(
+        batch_item(b"x" * 120 + bytes([65 + i % 26]), props(UNIQ_KEY=k)) for i, k in enumerate(keys)
+    )
+    assert len(body) > 4096
+    header = v1_header(topic, 2, "", batch="1")
+    header["sysFlag"] = str(record.SYSFLAG_COMPRESSED)
+    with RemotingClient(door.door) as client:
+        resp = client.call(RequestCode.SEND_MESSAGE, header, zlib.compress(body))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        garbage = client.call(RequestCode.SEND_MESSAGE, header, b"not zlib at all")
+        assert garbage.code == ResponseCode.MESSAGE_ILLEGAL
+        assert "inflate" in garbage.remark
+    records = pull(door, topic, 2)
+    assert [r.properties["UNIQ_KEY"] for r in records] == keys
+    assert [r.body[-1] for r in records] == [65 + i % 26 for i in range(32)]
+    assert not any(r.sysflag & record.SYSFLAG_COMPRESSED for r in records)
 
 
 def test_a_batch_whose_sizes_lie_is_refused_and_nothing_is_stored(door: Door) -> None:

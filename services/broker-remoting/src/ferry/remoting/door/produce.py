@@ -27,7 +27,13 @@ from ferry.protocol.messages import EndTransactionRequest, SendMessageReply, Sen
 from ferry.protocol.rocketmq.codes import RequestCode
 from ferry.protocol.rocketmq.command import RemotingCommand
 from ferry.protocol.rocketmq.fields import ext, ext_bool, ext_int, ok
-from ferry.remoting.door.send_records import batch_records, born_host, prop_value, single_record
+from ferry.remoting.door.send_records import (
+    batch_body,
+    batch_records,
+    born_host,
+    prop_value,
+    single_record,
+)
 from ferry.remoting.processors import BrokerProcessors
 from ferry.runtime.call import Payload
 from ferry.runtime.remoting_door import DoorCall, Route
@@ -63,6 +69,8 @@ V1 = SendKeys(
     "batch",
 )
 V2 = SendKeys("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "m")
+# a compressed batch may inflate to what an uncompressed one could have been: the frame limit
+MAX_INFLATED_BATCH = 16 * 1024 * 1024
 _TRUE = ("1", "true")
 
 
@@ -105,9 +113,10 @@ def _send_request(keys: SendKeys, always_batch: bool) -> ToSend:
         if always_batch or fields.get(keys.batch) in _TRUE:
             if record.PROPERTY_DELAY in props and _int_prop(props, record.PROPERTY_DELAY) > 0:
                 raise MessageIllegalError("a batch cannot be delayed (DELAY on the batch)")
+            body, sysflag = batch_body(cmd.body, sysflag, MAX_INFLATED_BATCH)
             frame, count = batch_records(
                 topic,
-                cmd.body,
+                body,
                 queue_id=queue_id,
                 sysflag=sysflag,
                 born_timestamp=born_timestamp,

@@ -11,6 +11,7 @@ slices. The store checks every record exactly, as it does for the SDK's sends.
 from __future__ import annotations
 
 import struct
+import zlib
 
 from ferry.protocol import record
 from ferry.protocol.errors import InvalidParameterError, MessageIllegalError
@@ -87,6 +88,22 @@ def single_record(
     except struct.error as exc:
         raise InvalidParameterError(f"a header number is out of range: {exc}") from None
     return b"".join((head, body, tail, n_props.to_bytes(2, "big"), props))
+
+
+def batch_body(body: bytes, sysflag: int, limit: int) -> tuple[bytes, int]:
+    """(the batch body as its items lie, the sysflag to store them with). The C++ client
+    zlib-compresses a whole batch body of 4 KB and more (Java's never does): its items are
+    stored uncompressed, each as sent. `limit` bounds what a body may inflate to."""
+    if not sysflag & record.SYSFLAG_COMPRESSED:
+        return body, sysflag
+    inflate = zlib.decompressobj()
+    try:
+        plain = inflate.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise MessageIllegalError(f"the compressed batch body does not inflate: {exc}") from None
+    if len(plain) > limit or inflate.unconsumed_tail:
+        raise MessageIllegalError(f"the batch body inflates past {limit} bytes")
+    return plain, sysflag & ~record.SYSFLAG_COMPRESSED
 
 
 def batch_records(
