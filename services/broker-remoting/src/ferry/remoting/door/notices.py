@@ -1,8 +1,14 @@
 """What the broker sends a RocketMQ client unasked, as the requests RocketMQ uses for them:
 oneway, so the client answers nothing (a transaction check is answered by an END_TRANSACTION
-of its own)."""
+of its own).
+
+A check's body is the half message as its producer sent it, as a RocketMQ broker sends it:
+its real topic and queue id (REAL_TOPIC / REAL_QID), not the half topic's; its offsets, store
+stamp and properties as stored (the header's offsets are the half topic's)."""
 
 from __future__ import annotations
+
+import struct
 
 from ferry.protocol import record
 from ferry.protocol.messages import AnyReply, CheckTransactionStateNotice, ConsumerIdsChangedNotice
@@ -24,15 +30,38 @@ def to_notice(body: AnyReply) -> RemotingCommand | None:
             "msgId": body.msg_id,
             "transactionId": body.transaction_id or body.msg_id,
         }
+        raw = body.record
         try:
-            half = next(record.iter_records(body.record))
+            half = next(record.iter_records(raw))
             fields["offsetMsgId"] = record.offset_msg_id(half.store_host, half.phys_offset)
-        except (record.RecordError, StopIteration):
+            raw = _as_sent(raw, half)
+        except (record.RecordError, StopIteration, struct.error):
             pass
         return RemotingCommand(
             code=RequestCode.CHECK_TRANSACTION_STATE,
             flag=ONEWAY_FLAG,
             ext_fields=fields,
-            body=body.record,  # the stored half message, in the layout clients decode
+            body=raw,  # in the layout clients decode
         )
     return None
+
+
+_INT = struct.Struct(">i")
+
+
+def _as_sent(raw: bytes, half: record.Record) -> bytes:
+    """The stored half message with its real topic and queue id; the CRC made again (Ferry's
+    covers the whole record). Unchanged when it names no real topic."""
+    topic = half.properties.get(record.PROPERTY_REAL_TOPIC, "").encode()
+    if not topic or len(topic) > record.MAX_TOPIC_BYTES:
+        return raw
+    qid = half.properties.get(record.PROPERTY_REAL_QID, "")
+    queue_id = int(qid) if qid.isdigit() and int(qid) < 1 << 31 else half.queue_id
+    tail = record.OFF_BODY + _INT.unpack_from(raw, record.OFF_BODYLEN)[0]  # the topic's length
+    rest = raw[tail + record.TOPIC_LEN_SIZE + raw[tail] : half.total_size]  # properties
+    out = bytearray(raw[:tail])
+    out += bytes((len(topic),)) + topic + rest
+    _INT.pack_into(out, 0, len(out))
+    record.QUEUE_ID.pack_into(out, record.OFF_QUEUE_ID, queue_id)
+    record.CRC.pack_into(out, record.OFF_CRC, record.record_crc(out, 0, len(out)))
+    return bytes(out)
