@@ -41,6 +41,7 @@ from hypothesis import strategies as st
 from itest_support import SMALL_STORE
 
 from ferry.client import ConsumeFromWhere, Message, Producer, PullConsumer
+from ferry.protocol.codes import ResponseCode
 from ferry.protocol.messages import (
     PingRequest,
 )
@@ -161,13 +162,13 @@ OUT_OF_RANGE = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="door routes do not bound numeric header fields yet")
 def test_door_refuses_numbers_out_of_range(fuzzed: tuple[LocalCluster, Before]) -> None:
     local, _ = fuzzed
     with RemotingClient(local.broker_rocketmq_addr) as client:
         answers = [client.call(code, fields) for code, fields in OUT_OF_RANGE]
     crashed = [(a.code, a.remark) for a in answers if a.remark.startswith("internal error")]
     assert not crashed
+    assert {a.code for a in answers} == {ResponseCode.INVALID_PARAMETER}
 
 
 def test_store_feed_survives_fuzzing(fuzzed: tuple[LocalCluster, Before]) -> None:

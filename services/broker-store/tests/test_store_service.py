@@ -147,6 +147,18 @@ def test_put_and_get_over_zeromq(client: Client) -> None:
     assert (empty.status, frames) == (PullStatus.NO_NEW_MSG, [])
 
 
+def test_a_get_asking_for_more_bytes_than_a_long_holds_is_served_as_a_large_one(
+    client: Client,
+) -> None:
+    """max_bytes past any frame (a C size could not hold 2**63 - 1): read as the limit."""
+    put(client, "HugeAsk", 0, [b"a", b"b"])
+    for max_bytes in (2**63 - 1, 2**64 - 1):
+        reply, payload = client.call(StoreGetRequest("HugeAsk", 0, 0, max_bytes=max_bytes))
+        assert isinstance(reply, StoreGetReply), reply
+        assert (reply.status, reply.count) == (PullStatus.FOUND, 2)
+        assert [r.body for r in record.iter_records(payload[0])] == [b"a", b"b"]
+
+
 def test_queue_offsets_read_log_and_status_over_zeromq(client: Client) -> None:
     put(client, "Stats", 0, [b"a"] * 4)
     offsets, _ = client.call(StoreQueueOffsetsRequest("Stats", [0, 1]))

@@ -19,6 +19,10 @@ from ferry.runtime.service import Call, HandlerResult
 from ferry.store.long_poll import LongPollTable
 from ferry.store.store import GetResult, MessageStore
 
+# a get asks for up to this much whatever it names: the native walk takes a C size, and a
+# reply past the frame limit could not be sent anyway
+MAX_GET_BYTES = 64 * 1024 * 1024
+
 
 class GetHandlers:
     def __init__(self, store: MessageStore, gated: bool) -> None:
@@ -45,7 +49,7 @@ class GetHandlers:
             req.queue_id,
             req.queue_offset,
             req.max_msgs,
-            req.max_bytes,
+            min(req.max_bytes, MAX_GET_BYTES),
             req.tag_codes,
             payload=not req.ranges,
             sql=req.sql,

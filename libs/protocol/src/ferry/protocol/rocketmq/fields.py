@@ -21,17 +21,39 @@ def ext(cmd: RemotingCommand, key: str) -> str:
     return value
 
 
-def ext_int(cmd: RemotingCommand, key: str, default: int | None = None) -> int:
-    """A whole-number header field; `default` when absent (required when default is None)."""
+# header fields are Java longs or ints: a number past a long is no header a client sends, and
+# past an int it is refused where the field is one (ext_int32)
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+
+
+def ext_int(
+    cmd: RemotingCommand,
+    key: str,
+    default: int | None = None,
+    *,
+    low: int = LONG_MIN,
+    high: int = LONG_MAX,
+) -> int:
+    """A whole-number header field within [low, high] (a Java long unless told); `default`
+    when absent (required when default is None). ValueError names the field otherwise."""
     value = cmd.ext_fields.get(key)
     if value is None or value == "":
         if default is None:
             raise ValueError(f"the header lacks {key}")
         return default
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise ValueError(f"header field {key}={value!r} is not a whole number") from None
+    if not low <= number <= high:
+        raise ValueError(f"header field {key}={value} is out of range ({low} to {high})")
+    return number
+
+
+def ext_int32(cmd: RemotingCommand, key: str, default: int | None = None) -> int:
+    """A header field that is a Java int."""
+    return ext_int(cmd, key, default, low=INT_MIN, high=INT_MAX)
 
 
 def ext_bool(cmd: RemotingCommand, key: str, default: bool = False) -> bool:

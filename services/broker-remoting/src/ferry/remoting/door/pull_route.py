@@ -18,7 +18,7 @@ from ferry.protocol.codes import PullStatus
 from ferry.protocol.messages import PullMessageReply, PullMessageRequest
 from ferry.protocol.rocketmq.codes import RequestCode
 from ferry.protocol.rocketmq.command import RemotingCommand
-from ferry.protocol.rocketmq.fields import ext, ext_int
+from ferry.protocol.rocketmq.fields import ext, ext_int, ext_int32
 from ferry.runtime.remoting_door import DoorCall, Route
 
 COMMIT_OFFSET_FLAG = 0x1
@@ -34,7 +34,7 @@ SUBSCRIPTIONS = "subscriptions"
 def pull_request(cmd: RemotingCommand, call: DoorCall) -> PullMessageRequest:
     group = ext(cmd, "consumerGroup")
     topic = ext(cmd, "topic")
-    sys_flag = ext_int(cmd, "sysFlag", 0)
+    sys_flag = ext_int32(cmd, "sysFlag", 0)
     if sys_flag & SUBSCRIPTION_FLAG:
         expression = cmd.ext_fields.get("subscription") or "*"
         expression_type = cmd.ext_fields.get("expressionType") or "TAG"
@@ -44,10 +44,10 @@ def pull_request(cmd: RemotingCommand, call: DoorCall) -> PullMessageRequest:
     return PullMessageRequest(
         consumer_group=group,
         topic=topic,
-        queue_id=ext_int(cmd, "queueId"),
+        queue_id=ext_int32(cmd, "queueId"),
         queue_offset=ext_int(cmd, "queueOffset"),
-        max_msgs=ext_int(cmd, "maxMsgNums", DEFAULT_MAX_MSGS),
-        max_bytes=ext_int(cmd, "maxMsgBytes", DEFAULT_MAX_BYTES),
+        max_msgs=ext_int32(cmd, "maxMsgNums", DEFAULT_MAX_MSGS),
+        max_bytes=ext_int32(cmd, "maxMsgBytes", DEFAULT_MAX_BYTES),
         suspend_ms=ext_int(cmd, "suspendTimeoutMillis", 0) if sys_flag & SUSPEND_FLAG else 0,
         expression=expression,
         commit_offset=ext_int(cmd, "commitOffset", 0) if sys_flag & COMMIT_OFFSET_FLAG else -1,
