@@ -82,6 +82,7 @@ HEAVY_MODULES = frozenset(
         "tests/integration/test_admin_store_ha.py",
         "tests/integration/test_pop_replication.py",
         "tests/integration/test_tracing_ha.py",
+        "tests/integration/test_rocketmq_failover.py",
     }
 )
 
