@@ -8,7 +8,7 @@ Which tests are `serial` is decided here and nowhere else (SERIAL_MODULES, SERIA
 tests that wait on elections, leases, heartbeats, restarts or the supervisor, assert on
 elapsed time, or start Docker stacks, Spark or a browser. With everything on two workers
 those loaded the 2 cores to 12-16 and timing-bound tests failed that pass alone
-(2026-11-27). In the parallel phase each test file stays on one worker (xdist_group), so its
+(2026-11-27). In both phases each test file stays on one worker (group_of, below), so its
 module fixtures start their clusters once.
 
 The end of a run is guarded: a test that leaked a thread that is not a daemon, or an exit
@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,12 +106,30 @@ def is_serial(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(name) for name in SERIAL_MARKERS)
 
 
-def _group(item: pytest.Item) -> str:
-    if item.get_closest_marker("e2e") or _module(item) in HEAVY_MODULES:
+def group_of(nodeid: str) -> str:
+    """The xdist work unit a test belongs to: its file, or "heavy" (HEAVY_MODULES and the
+    Docker tests, one after another on one worker), or "spark" (every Spark file: one JVM)."""
+    module = nodeid.split("::", maxsplit=1)[0]
+    if module in HEAVY_MODULES or module.startswith("tests/e2e/"):
         return "heavy"
-    if item.get_closest_marker("spark"):
+    if module.startswith("spark/"):
         return "spark"
-    return _module(item)
+    return module
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Both phases' scheduler: whole work units (group_of) to a worker. xdist's own loadgroup
+    cannot do it under pytest 9: it names a test's group by rewriting `item._nodeid`, which
+    pytest 9 no longer reads (nodeid comes from `item._id`), so every test was a unit of its
+    own: a module's cluster started on both workers, and a module's order-bound tests split
+    between them."""
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    class FileGroups(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return FileGroups(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects on the marker added here
@@ -118,8 +137,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if is_serial(item):
             item.add_marker(pytest.mark.serial)
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(_group(item)))
 
 
 EXIT_STATUS = pytest.StashKey[int]()
