@@ -28,16 +28,20 @@ TIMEOUT_MS = 800
 def _ask(ctx: typer.Context, incomplete: str, names: Callable[[Admin], Iterable[str]]) -> list[str]:
     given = ctx.params.get("namesrv") if ctx is not None else None
     namesrv = str(given or os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV)
-    logging.getLogger("ferry").setLevel(logging.CRITICAL)  # nothing may reach the shell
     import zmq
 
     from ferry.admin import Admin
 
+    ferry_log = logging.getLogger("ferry")
+    level = ferry_log.level
+    ferry_log.setLevel(logging.CRITICAL)  # nothing may reach the shell; put back after
     try:
         with Admin(namesrv, timeout_ms=TIMEOUT_MS, **client_options()) as admin:
             return sorted(n for n in set(names(admin)) if n.startswith(incomplete))
     except (FerryError, OSError, zmq.ZMQError):
         return []
+    finally:
+        ferry_log.setLevel(level)
 
 
 def complete_topic(ctx: typer.Context, incomplete: str) -> list[str]:
