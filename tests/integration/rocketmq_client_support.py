@@ -12,12 +12,15 @@ import queue
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ferry.admin import Admin
 from ferry.client import Message, MessageQueue, Producer
 from ferry.protocol.rocketmq.codes import RequestCode, ResponseCode
+from ferry.runtime.layouts import LocalCluster, start_local_cluster
 from ferry.runtime.testing.remoting_client import RemotingClient
 
 QUEUES = 4
@@ -366,3 +369,51 @@ def consumer_ids(door: RemotingClient, group: str) -> list[str]:
     """The group's members as the broker's door lists them (GET_CONSUMER_LIST_BY_GROUP)."""
     got = door.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
     return list(json.loads(got.body)["consumerIdList"]) if got.code == 0 else []
+
+
+# ---- what the real-client test modules share: their cluster, topics and consumers ----------
+
+
+@contextmanager
+def rocketmq_cluster(root: Path) -> Iterator[LocalCluster]:
+    """A cluster with its RocketMQ doors; short delay levels, so that a retry (level 3 +
+    reconsume times) comes back within a second."""
+    local = start_local_cluster(
+        str(root), rocketmq_port=0, overrides={"messageDelayLevel": "1s 1s 1s 1s 1s"}
+    )
+    try:
+        yield local
+    finally:
+        local.stop()
+
+
+def new_topic(cluster: LocalCluster, name: str, queues: int = QUEUES) -> str:
+    with Admin(cluster.namesrv_addr) as admin:
+        admin.create_topic(name, queues, queues)
+    return name
+
+
+@contextmanager
+def consumer_factory(
+    python: Path, cluster: LocalCluster, tmp_path: Path
+) -> Iterator[Callable[..., RocketMQConsumer]]:
+    """make(group, topic, expression="*", **options): consumer programs (not started yet),
+    each with a HOME of its own; every one is stopped when the block ends."""
+    script = tmp_path / "consumer.py"
+    script.write_text(CONSUMER)
+    made: list[RocketMQConsumer] = []
+
+    def make(group: str, topic: str, expression: str = "*", **options: Any) -> RocketMQConsumer:
+        home = tmp_path / f"home-{len(made)}"
+        home.mkdir()
+        c = RocketMQConsumer(
+            python, script, cluster.rocketmq_addr, group, topic, expression, options, home
+        )
+        made.append(c)
+        return c
+
+    try:
+        yield make
+    finally:
+        for c in made:
+            c.stop()

@@ -16,14 +16,16 @@ from typing import Any
 import pytest
 from consume_support import Received
 from rocketmq_client_support import (
-    CONSUMER,
     QUEUES,
     RocketMQConsumer,
     RocketMQPuller,
     committed_to_the_end,
+    consumer_factory,
     consumer_ids,
+    new_topic,
     on_queue,
     probe_until_consumed,
+    rocketmq_cluster,
     run_producer,
     wait_for,
 )
@@ -43,7 +45,7 @@ from ferry.client import (
 from ferry.protocol.messages import GetRouteInfoRequest, RouteInfoReply, SubscriptionGroupConfig
 from ferry.protocol.rocketmq.codes import RequestCode
 from ferry.protocol.rpc import BlockingClient
-from ferry.runtime.launcher import LocalCluster, start_local_cluster
+from ferry.runtime.launcher import LocalCluster
 from ferry.runtime.testing.client_venvs import rocketmq_remoting_python
 from ferry.runtime.testing.remoting_client import RemotingClient
 
@@ -60,15 +62,8 @@ def venv_python() -> Path:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    root = tmp_path_factory.mktemp("rocketmq-more")
-    # short delay levels: a retry (level 3 + reconsume times) comes back within a second
-    local = start_local_cluster(
-        str(root), rocketmq_port=0, overrides={"messageDelayLevel": "1s 1s 1s 1s 1s"}
-    )
-    try:
+    with rocketmq_cluster(tmp_path_factory.mktemp("rocketmq-more")) as local:
         yield local
-    finally:
-        local.stop()
 
 
 @pytest.fixture(scope="module")
@@ -81,28 +76,8 @@ def producer(cluster: LocalCluster) -> Iterator[Producer]:
 def consumers(
     venv_python: Path, cluster: LocalCluster, tmp_path: Path
 ) -> Iterator[Callable[..., RocketMQConsumer]]:
-    script = tmp_path / "consumer.py"
-    script.write_text(CONSUMER)
-    made: list[RocketMQConsumer] = []
-
-    def make(group: str, topic: str, **options: Any) -> RocketMQConsumer:
-        home = tmp_path / f"home-{len(made)}"
-        home.mkdir()
-        c = RocketMQConsumer(
-            venv_python, script, cluster.rocketmq_addr, group, topic, options=options, home=home
-        )
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.stop()
-
-
-def new_topic(cluster: LocalCluster, name: str) -> str:
-    with Admin(cluster.namesrv_addr) as admin:
-        admin.create_topic(name, QUEUES, QUEUES)
-    return name
+    with consumer_factory(venv_python, cluster, tmp_path) as make:
+        yield make
 
 
 def test_when_a_member_leaves_the_other_takes_over_its_queues_and_consumes_each_once(

@@ -12,19 +12,20 @@ from typing import Any
 
 import pytest
 from rocketmq_client_support import (
-    CONSUMER,
     QUEUES,
     RocketMQConsumer,
     committed_to_the_end,
+    consumer_factory,
     consumer_ids,
+    new_topic,
     on_queue,
     probe_until_consumed,
+    rocketmq_cluster,
     wait_for,
 )
 
-from ferry.admin import Admin
 from ferry.client import Message, Producer
-from ferry.runtime.launcher import LocalCluster, start_local_cluster
+from ferry.runtime.launcher import LocalCluster
 from ferry.runtime.testing.client_venvs import rocketmq_remoting_python
 from ferry.runtime.testing.remoting_client import RemotingClient
 
@@ -38,15 +39,8 @@ def venv_python() -> Path:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    root = tmp_path_factory.mktemp("rocketmq-consume")
-    # short delay levels: a retry (level 3 + reconsume times) comes back within a second
-    local = start_local_cluster(
-        str(root), rocketmq_port=0, overrides={"messageDelayLevel": "1s 1s 1s 1s 1s"}
-    )
-    try:
+    with rocketmq_cluster(tmp_path_factory.mktemp("rocketmq-consume")) as local:
         yield local
-    finally:
-        local.stop()
 
 
 @pytest.fixture(scope="module")
@@ -59,24 +53,8 @@ def producer(cluster: LocalCluster) -> Iterator[Producer]:
 def consumers(
     venv_python: Path, cluster: LocalCluster, tmp_path: Path
 ) -> Iterator[Callable[..., RocketMQConsumer]]:
-    script = tmp_path / "consumer.py"
-    script.write_text(CONSUMER)
-    made: list[RocketMQConsumer] = []
-
-    def make(group: str, topic: str, expression: str = "*") -> RocketMQConsumer:
-        c = RocketMQConsumer(venv_python, script, cluster.rocketmq_addr, group, topic, expression)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.stop()
-
-
-def new_topic(cluster: LocalCluster, name: str) -> str:
-    with Admin(cluster.namesrv_addr) as admin:
-        admin.create_topic(name, QUEUES, QUEUES)
-    return name
+    with consumer_factory(venv_python, cluster, tmp_path) as make:
+        yield make
 
 
 def test_messages_sent_with_ferrys_sdk_reach_a_rocketmq_push_consumer_intact(

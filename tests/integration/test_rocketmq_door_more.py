@@ -23,6 +23,7 @@ from rocketmq_client_support import (
     RocketMQConsumer,
     committed_to_the_end,
     consumer_ids,
+    new_topic,
     on_queue,
     probe_until_consumed,
     run_producer,
@@ -67,12 +68,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, sink: OtlpSink) -> Iterato
         yield local
     finally:
         local.stop()
-
-
-def new_topic(cluster: LocalCluster, name: str, queues: int = QUEUES) -> str:
-    with Admin(cluster.namesrv_addr) as admin:
-        admin.create_topic(name, queues, queues)
-    return name
 
 
 def read_all(namesrv: str, topic: str, until: Callable[[list[MessageExt]], bool]) -> list[bytes]:
