@@ -53,7 +53,7 @@ def on_message(msg):
     rec["failed"] = first or rec["keys"] in fail_always
     out(rec)
     if sleep_s:
-        time.sleep(sleep_s)
+        time.sleep(sleep_s)  # wait-ok: the listener's work, as options ask
     if rec["failed"]:
         raise RuntimeError("the listener fails this message")
 

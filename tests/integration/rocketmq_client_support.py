@@ -23,9 +23,10 @@ from ferry.admin import Admin
 from ferry.client import Message, MessageQueue, Producer
 from ferry.protocol.rocketmq.codes import RequestCode, ResponseCode
 from ferry.runtime.layouts import LocalCluster, start_local_cluster
+from ferry.runtime.testing.pytest_support import wait_for
 from ferry.runtime.testing.remoting_client import RemotingClient
 
-__all__ = ["CONSUMER", "PRODUCER", "PULLER"]  # the programs, for the test modules too
+__all__ = ["CONSUMER", "PRODUCER", "PULLER", "wait_for"]  # the programs, for the test modules too
 
 QUEUES = 4
 
@@ -159,13 +160,6 @@ def on_queue(queues: list[MessageQueue], _msg: Message, queue_id: int) -> Messag
     return next(q for q in queues if q.queue_id == queue_id)
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-
-
 def probe_until_consumed(
     producer: Producer,
     topic: str,
@@ -185,7 +179,7 @@ def probe_until_consumed(
         while time.monotonic() < stop:
             if all(any(b.startswith("probe-") for b in c.bodies()) for c in members):
                 return
-            time.sleep(0.05)
+            time.sleep(0.05)  # wait-ok: polling interval of a deadline-bounded wait
         assert time.monotonic() < deadline, "the consumers consumed no probe"
 
 

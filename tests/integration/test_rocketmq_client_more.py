@@ -47,6 +47,7 @@ from ferry.protocol.rocketmq.codes import RequestCode
 from ferry.protocol.rpc import BlockingClient
 from ferry.runtime.launcher import LocalCluster
 from ferry.runtime.testing.client_venvs import rocketmq_remoting_python
+from ferry.runtime.testing.pytest_support import holds_for
 from ferry.runtime.testing.remoting_client import RemotingClient
 
 pytestmark = pytest.mark.integration
@@ -108,8 +109,8 @@ def test_when_a_member_leaves_the_other_takes_over_its_queues_and_consumes_each_
 
     wait_for(lambda: {m["body"] for m in got()} == wanted, 30, "the handed-over queues")
     taken_over = time.monotonic() - left
-    time.sleep(0.5)  # a second delivery would follow close behind
-    assert sorted(m["body"] for m in got()) == sorted(bodies)  # each once
+    # a second delivery would follow close behind
+    holds_for(lambda: sorted(m["body"] for m in got()) == sorted(bodies), 0.5, "each once")
     assert {m["queue_id"] for m in got()} == set(range(QUEUES))
     # NOTIFY_CONSUMER_IDS_CHANGED: the client rebalances at once, not at its 10 s round
     assert taken_over < 9, f"took {taken_over:.1f} s"
@@ -143,7 +144,14 @@ def test_the_orderly_listener_keeps_each_queue_s_order_under_its_locks(
     assert [line.get("status") for line in sent] == [0] * len(spec["messages"]), sent
     wanted = {m["body"] for m in spec["messages"]}
     wait_for(lambda: wanted <= set(consumer.bodies()), 40, "the orderly messages were not consumed")
-    time.sleep(0.5)  # a stray second delivery would follow close behind
+    holds_for(  # a stray second delivery would follow close behind
+        lambda: (
+            len([m for m in consumer.messages if m["body"] in wanted and not m["failed"]])
+            == len(wanted)
+        ),
+        0.5,
+        "each orderly message consumed once",
+    )
     by_queue: dict[int, list[str]] = {}
     for m in consumer.messages:
         if m["body"] in wanted:
@@ -180,9 +188,13 @@ def test_broadcasting_gives_every_member_every_message(
     wanted = set(bodies)
     for m in members:
         wait_for(lambda m=m: wanted <= set(m.bodies()), 30, "a member missed messages")
-    time.sleep(0.5)
-    for m in members:
-        assert sorted(b for b in m.bodies() if b in wanted) == sorted(bodies)  # each once
+    holds_for(
+        lambda: all(
+            sorted(b for b in m.bodies() if b in wanted) == sorted(bodies) for m in members
+        ),
+        0.5,
+        "every member got every message once",
+    )
 
 
 def test_a_message_that_always_fails_ends_in_the_group_s_dlq_after_retry_max_times(
@@ -206,8 +218,13 @@ def test_a_message_that_always_fails_ends_in_the_group_s_dlq_after_retry_max_tim
                 return False
 
     wait_for(in_dlq, 40, "the message in the DLQ")
-    time.sleep(1.5)  # a delivery after the DLQ would come within the 1 s delay
-    deliveries = [m for m in list(consumer.messages) if m["body"] == "poison-body"]
+
+    def poison() -> list[dict[str, Any]]:
+        return [m for m in list(consumer.messages) if m["body"] == "poison-body"]
+
+    # a delivery after the DLQ would come within the 1 s delay
+    holds_for(lambda: len(poison()) == 3, 1.5, "no delivery after the DLQ")
+    deliveries = poison()
     assert [m["reconsume_times"] for m in deliveries] == [0, 1, 2]
     assert {m["id"] for m in deliveries} == {sent.msg_id}
     with PullConsumer("cg-rmq-dlq-reader", cluster.namesrv_addr, FIRST) as reader:
@@ -279,8 +296,7 @@ def test_a_rocketmq_producer_s_message_reaches_ferry_s_push_consumer_intact(
         after_ms = time.time() * 1000
         assert all(line.get("status") == 0 for line in sent.values()), sent
         wait_for(lambda: received.unique() == 6, 30, "Ferry's consumer got them all")
-        time.sleep(0.5)
-        assert received.duplicates() == 0
+        holds_for(lambda: received.duplicates() == 0, 0.5, "no duplicate delivery")
     by_body = {m.body: m for m in received.msgs}
     for i in range(6):
         msg, line = by_body[f"from-rmq-{i}".encode()], sent[f"m{i}"]

@@ -27,6 +27,7 @@ from rocketmq_client_support import (
 from ferry.client import Message, Producer
 from ferry.runtime.launcher import LocalCluster
 from ferry.runtime.testing.client_venvs import rocketmq_remoting_python
+from ferry.runtime.testing.pytest_support import holds_for
 from ferry.runtime.testing.remoting_client import RemotingClient
 
 pytestmark = pytest.mark.integration
@@ -98,15 +99,17 @@ def test_a_tag_expression_lets_through_only_its_tags(
         assert time.monotonic() < deadline, "no probe consumed"
         for q in range(QUEUES):
             producer.send(Message(topic, f"tprobe-{q}", tags="TagA"), on_queue, q)
-        time.sleep(0.5)
+        time.sleep(0.5)  # wait-ok: pacing between probes of a deadline-bounded wait
     for q in range(QUEUES):
         producer.send(Message(topic, f"a-{q}", tags="TagA"), on_queue, q)
         producer.send(Message(topic, f"c-{q}", tags="TagC"), on_queue, q)
         producer.send(Message(topic, f"b-{q}", tags="TagB"), on_queue, q)
     wanted = {f"{t}-{q}" for t in "ab" for q in range(QUEUES)}
     wait_for(lambda: wanted <= set(consumer.bodies()), 30, "TagA/TagB messages missing")
-    time.sleep(1.0)  # a TagC message would have come with the TagB one after it
-    assert not [b for b in consumer.bodies() if b.startswith("c-")]
+    # a TagC message would have come with the TagB one sent after it
+    holds_for(
+        lambda: not [b for b in consumer.bodies() if b.startswith("c-")], 1.0, "no TagC message"
+    )
 
 
 def test_two_consumers_of_one_group_split_the_queues_and_consume_each_message_once(
@@ -134,8 +137,8 @@ def test_two_consumers_of_one_group_split_the_queues_and_consume_each_message_on
         return [b for c in (first, second) for b in c.bodies() if b in wanted]
 
     wait_for(lambda: set(got()) == wanted, 30, "split messages missing")
-    time.sleep(0.5)  # a second delivery would follow close behind
-    assert sorted(got()) == sorted(bodies)  # each once
+    # a second delivery would follow close behind
+    holds_for(lambda: sorted(got()) == sorted(bodies), 0.5, "each message once")
     in_first = {m["queue_id"] for m in first.messages if m["body"] in wanted}
     in_second = {m["queue_id"] for m in second.messages if m["body"] in wanted}
     assert in_first and in_second and not in_first & in_second

@@ -85,7 +85,7 @@ while not stop.is_set():
     except Exception as exc:
         out({"i": i, "key": key, "started": started, "at": time.monotonic(),
              "error": "%s: %s" % (type(exc).__name__, exc)})
-        time.sleep(0.1)
+        time.sleep(0.1)  # wait-ok: a dead door refuses at once; the producer's pace
     else:
         out({"i": i, "key": key, "started": started, "at": time.monotonic(),
              "status": int(result.status), "msg_id": result.msg_id, "offset": result.offset})

@@ -20,6 +20,7 @@ from ferry.protocol.framing import RequestCodec, RequestEnvelope
 from ferry.protocol.messages import PingRequest, PongReply
 from ferry.runtime.service import Service
 from ferry.runtime.tcp_door import MAX_FRAME_BYTES, Connection, TcpDoor
+from ferry.runtime.testing.pytest_support import wait_for
 
 PATTERN = bytes(range(256))
 TIGHT_CAP = 1024 * 1024
@@ -31,15 +32,6 @@ def frame(data: bytes) -> bytes:
 
 def pattern(size: int) -> bytes:
     return (PATTERN * (size // len(PATTERN) + 1))[:size]
-
-
-def wait_for(cond: Callable[[], bool], timeout_s: float = 10.0, what: str = "") -> None:
-    """Polls cond until it holds; fails the test at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout_s} s: {what}")
-        time.sleep(0.002)
 
 
 @dataclass

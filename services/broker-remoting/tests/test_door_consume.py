@@ -131,7 +131,7 @@ def test_heartbeat_lists_the_exact_client_id_and_a_closed_connection_unregisters
             deadline = time.monotonic() + 10
             while consumer_ids(second, group) != ["99-127.0.0.1@B"]:
                 assert time.monotonic() < deadline, "the closed connection's client stayed"
-                time.sleep(0.05)
+                time.sleep(0.05)  # wait-ok: polling interval of a deadline-bounded wait
             # and the remaining member is told too
             if not second.requests_in:  # not read yet by the calls above
                 told = second.receive(5.0)
@@ -340,7 +340,7 @@ def test_send_back_makes_the_retry_topic_and_the_message_returns_with_reconsume_
         if got.code == ResponseCode.SUCCESS:
             break
         assert time.monotonic() < deadline, (got.code, got.remark)
-        time.sleep(0.2)
+        time.sleep(0.2)  # wait-ok: polling interval of a deadline-bounded wait
     (back,) = record.iter_records(got.body)
     assert back.body == b"fails-once"
     assert back.reconsume_times == 1
@@ -389,5 +389,5 @@ def test_oneway_requests_get_no_response(door: RemotingClient) -> None:
         if got.code == ResponseCode.SUCCESS:
             break
         assert time.monotonic() < deadline, "the oneway commit was not applied"
-        time.sleep(0.05)
+        time.sleep(0.05)  # wait-ok: polling interval of a deadline-bounded wait
     assert got.ext_fields["offset"] == "0"

@@ -33,6 +33,19 @@ def wait_for(
         time.sleep(0.02)  # wait-ok: polling interval of a deadline-bounded wait
 
 
+def holds_for(predicate: Callable[[], bool], seconds: float, what: str) -> None:
+    """An observation window for what must NOT happen (a second delivery, a filtered message
+    getting through): predicate must stay true for `seconds`; the test fails at the first
+    moment it does not. Not a wait for readiness: use wait_for for that."""
+    end = time.monotonic() + seconds
+    while True:
+        if not predicate():
+            pytest.fail(f"no longer true: {what}")
+        if time.monotonic() >= end:
+            return
+        time.sleep(0.02)  # wait-ok: polling interval of an observation window
+
+
 class RawClient:
     """A bare DEALER speaking the wire protocol, every receive bounded by a poll: for a
     service's own requests, or what no SDK would send."""
