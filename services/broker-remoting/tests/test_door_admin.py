@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from ferry.client import ConsumeResult, Message, MessageExt, MessageQueue, Produ
 from ferry.protocol import record
 from ferry.protocol.rocketmq.codes import RequestCode, ResponseCode
 from ferry.protocol.rocketmq.command import RemotingCommand
-from ferry.runtime.launcher import LocalCluster, start_local_cluster
+from ferry.runtime.launcher import LocalCluster
 from ferry.runtime.testing.pytest_support import wait_for
 from ferry.runtime.testing.remoting_client import RemotingClient
 
@@ -30,15 +29,9 @@ FAR_FUTURE_MS = str(1 << 62)
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    root: Path = tmp_path_factory.mktemp("door-admin")
-    local = start_local_cluster(str(root), rocketmq_port=0)
-    try:
-        with Admin(local.namesrv_addr) as admin:
-            admin.create_topic(TOPIC, QUEUES, QUEUES)
+def cluster(tmp_path_factory: pytest.TempPathFactory, door_cluster: Any) -> Iterator[LocalCluster]:
+    with door_cluster(tmp_path_factory.mktemp("door-admin"), topic=TOPIC, queues=QUEUES) as local:
         yield local
-    finally:
-        local.stop()
 
 
 @pytest.fixture(scope="module")

@@ -7,15 +7,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ferry.admin import Admin
 from ferry.client import Message, MessageQueue, Producer
 from ferry.protocol import record
 from ferry.protocol.rocketmq.codes import ONEWAY_FLAG, RequestCode, ResponseCode
-from ferry.runtime.launcher import LocalCluster, start_local_cluster
+from ferry.runtime.launcher import LocalCluster
 from ferry.runtime.testing.remoting_client import RemotingClient
 
 pytestmark = pytest.mark.integration
@@ -25,17 +24,11 @@ QUEUES = 2
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    root: Path = tmp_path_factory.mktemp("door-consume")
-    local = start_local_cluster(
-        str(root), rocketmq_port=0, overrides={"messageDelayLevel": "1s 1s 1s 1s"}
-    )
-    try:
-        with Admin(local.namesrv_addr) as admin:
-            admin.create_topic(TOPIC, QUEUES, QUEUES)
+def cluster(tmp_path_factory: pytest.TempPathFactory, door_cluster: Any) -> Iterator[LocalCluster]:
+    root = tmp_path_factory.mktemp("door-consume")
+    overrides = {"messageDelayLevel": "1s 1s 1s 1s"}
+    with door_cluster(root, topic=TOPIC, queues=QUEUES, overrides=overrides) as local:
         yield local
-    finally:
-        local.stop()
 
 
 @pytest.fixture(scope="module")

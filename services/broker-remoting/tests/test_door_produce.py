@@ -8,7 +8,7 @@ import struct
 import time
 import zlib
 from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +18,6 @@ from ferry.protocol.codes import PullStatus, ResponseCode
 from ferry.protocol.errors import FerryError
 from ferry.protocol.messages import PullMessageReply, PullMessageRequest, TopicRouteData
 from ferry.protocol.rocketmq.codes import RequestCode, SerializeType
-from ferry.runtime.layouts import start_local_cluster
 from ferry.runtime.testing.cluster import SMALL_STORE
 from ferry.runtime.testing.pytest_support import RawClient, wait_for
 from ferry.runtime.testing.remoting_client import RemotingClient
@@ -33,16 +32,9 @@ class Door:
 
 
 @pytest.fixture(scope="module", name="door")
-def door_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
-    root: Path = tmp_path_factory.mktemp("door")
-    local = start_local_cluster(str(root), overrides=SMALL_STORE, rocketmq_port=0)
-    try:
-        assert local.broker_rocketmq_addr
-        with Admin(local.namesrv_addr) as admin:  # READY comes before the registration
-            wait_for(admin.master_addrs, 15, "the broker to register")
+def door_fixture(tmp_path_factory: pytest.TempPathFactory, door_cluster: Any) -> Iterator[Door]:
+    with door_cluster(tmp_path_factory.mktemp("door"), overrides=SMALL_STORE) as local:
         yield Door(local.namesrv_addr, local.broker_addr, local.broker_rocketmq_addr)
-    finally:
-        local.stop()
 
 
 def fresh_topic(door: Door, queues: int = 4) -> str:
