@@ -41,6 +41,9 @@ TOPIC = "orders"
 GROUP = "g-orders"
 INNER = Credentials("ferry-inner", "inner-secret-0123")
 ROOT = Credentials("root", "root-secret-0123")
+# a Normal user the refusal tests create without any ACL, and a wrong secret for it
+NOBODY = Credentials("nobody", "nobody-secret-0123")
+WRONG = Credentials("nobody", "not-the-secret")
 SECURITY = {
     "authenticationEnabled": "true",
     "authorizationEnabled": "true",

@@ -23,8 +23,10 @@ from itest_support import wait_for
 from security_support import (
     GROUP,
     INNER,
+    NOBODY,
     ROOT,
     TOPIC,
+    WRONG,
     SecureCluster,
     ask,
     code_of,
@@ -41,8 +43,6 @@ from ferry.protocol.rocketmq.command import RemotingCommand
 from ferry.runtime.remoting_auth import ACCESS_KEY, SIGNATURE, signature, signed_content
 from ferry.runtime.testing.remoting_client import RemotingClient
 
-NOBODY = Credentials("nobody", "nobody-secret-0123")
-WRONG = Credentials("nobody", "not-the-secret")
 CODES = sorted(c for c in RequestCode if c < 10000)
 
 # header fields that make a request touch the test's topic and group

@@ -22,8 +22,10 @@ from itest_support import wait_for
 from security_support import (
     GROUP,
     INNER,
+    NOBODY,
     ROOT,
     TOPIC,
+    WRONG,
     SecureCluster,
     ask,
     code_of,
@@ -47,8 +49,6 @@ from ferry.protocol.messages import (
 from ferry.protocol.messages.common import OffsetEntry
 from ferry.runtime.security import permissions
 
-NOBODY = Credentials("nobody", "nobody-secret-0123")
-WRONG = Credentials("nobody", "not-the-secret")
 INNER_WRONG = Credentials(INNER.access_key, "not-the-secret")
 INTERNAL_PORTS = {"broker-store", "index", "scheduler", "checkback", "ha-replicator"}
 
