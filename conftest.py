@@ -23,6 +23,8 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +175,38 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     watchdog = threading.Thread(target=_watch_exit, args=(status,), name="exit-watchdog")
     watchdog.daemon = True
     watchdog.start()
+
+
+# ---- shared fixtures ----------------------------------------------------------------------
+
+
+@contextmanager
+def _door_cluster(
+    root: Path,
+    *,
+    topic: str = "",
+    queues: int = 4,
+    overrides: dict[str, str] | None = None,
+) -> Iterator[Any]:
+    """A local cluster with both RocketMQ doors, its broker registered, `topic` created if
+    named (the door tests of services/broker-remoting)."""
+    from ferry.admin import Admin
+    from ferry.runtime.launcher import start_local_cluster
+    from ferry.runtime.testing.pytest_support import wait_for
+
+    local = start_local_cluster(str(root), rocketmq_port=0, overrides=overrides)
+    try:
+        assert local.broker_rocketmq_addr
+        with Admin(local.namesrv_addr) as admin:  # READY comes before the registration
+            wait_for(admin.master_addrs, 15, "the broker to register")
+            if topic:
+                admin.create_topic(topic, queues, queues)
+        yield local
+    finally:
+        local.stop()
+
+
+@pytest.fixture(scope="session")
+def door_cluster() -> Any:
+    """door_cluster(root, topic=..., queues=..., overrides=...): a context manager."""
+    return _door_cluster

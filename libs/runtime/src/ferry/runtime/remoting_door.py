@@ -9,9 +9,8 @@ wire. An ErrorReply becomes a response with its code (Ferry's codes are RocketMQ
 message as the remark.
 
 Responses echo the request's opaque and set the response flag. A request with the oneway flag
-gets no response. The door also sends requests of its own down a client's connection
-(notices: NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) through a DoorChannel, and
-matches the responses to requests it asked (`ask`) by opaque.
+gets no response. The door also sends oneway requests of its own down a client's connection
+(notices: NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) through a DoorChannel.
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ REQUEST_CODE_NOT_SUPPORTED = 3
 SYSTEM_ERROR = 1
 NO_PERMISSION = 16
 MIN_FRAME_BYTES = 4  # the header length word
-ASK_TIMEOUT_S = 5.0
 
 # (the request, its call) -> the Ferry request; raises FerryError or CommandError to refuse
 ToRequest = Callable[[RemotingCommand, "DoorCall"], Any]
@@ -46,7 +44,6 @@ ToRequest = Callable[[RemotingCommand, "DoorCall"], Any]
 ToResponse = Callable[[RemotingCommand, Any, Payload], RemotingCommand]
 # a notice (a typed message the service sends unasked) -> the request that carries it
 ToNotice = Callable[[AnyReply], RemotingCommand | None]
-Answered = Callable[[RemotingCommand | None], None]  # None: no response within the timeout
 
 
 def _ip(peer: str) -> str:
@@ -160,7 +157,6 @@ class RemotingDoor:
         self._to_notice = to_notice
         self.on_close = on_close
         self._opaques = itertools.count(1)
-        self._asked: dict[tuple[int, int], Answered] = {}  # (connection id, opaque)
         self.complaints = ThrottledLog(log)
         self.requests = 0
         self.unsupported = 0
@@ -193,10 +189,7 @@ class RemotingDoor:
             conn.close()
             return
         if cmd.is_response:
-            answered = self._asked.pop((conn.id, cmd.opaque), None)
-            if answered is not None:
-                answered(cmd)
-            return
+            return  # to a notice (oneway): the door asks clients nothing that awaits an answer
         self.requests += 1
         call = DoorCall(self, conn, cmd)
         guard = self.service.guard
@@ -262,30 +255,7 @@ class RemotingDoor:
         self.notices += 1
         self.send(conn, cmd)
 
-    def ask(
-        self,
-        conn: Connection,
-        cmd: RemotingCommand,
-        answered: Answered,
-        timeout_s: float = ASK_TIMEOUT_S,
-    ) -> None:
-        """Sends a request down a client's connection; answered(response) once it comes, or
-        answered(None) after timeout_s or when the connection closes first."""
-        cmd.opaque = next(self._opaques)
-        key = (conn.id, cmd.opaque)
-        self._asked[key] = answered
-
-        def expire() -> None:
-            late = self._asked.pop(key, None)
-            if late is not None:
-                late(None)
-
-        self.service.later(timeout_s, expire)
-        self.send(conn, cmd)
-
     def _closed(self, conn: Connection) -> None:
-        for key in [k for k in self._asked if k[0] == conn.id]:
-            self._asked.pop(key)(None)
         if self.on_close is not None:
             self.on_close(conn)
 
