@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from itest_support import Cluster, start_cluster
+from itest_support import Cluster, start_cluster, wait_for
 
 from ferry.admin import Admin
 from ferry.client import Message as FerryMessage
@@ -111,8 +111,10 @@ def test_readme_rocketmq_client_example_runs_with_the_real_client(tmp_path: Path
         assert done.returncode == 0, done.stderr
         status, msg_id = done.stdout.split()[-2:]
         assert status == "0"  # SendStatus.OK
-        with Admin(c.namesrv) as admin:
-            [found] = admin.query_msg_by_key("TourTopic", "order-rocketmq")
+        with Admin(c.namesrv) as admin:  # the index follows the log: found once it caught up
+            [found] = wait_for(
+                lambda: admin.query_msg_by_key("TourTopic", "order-rocketmq"), 10, "the key"
+            )
         assert found.msg_id == msg_id
         assert found.body == b"hello from a RocketMQ client"
         assert found.tags == "TagA"
