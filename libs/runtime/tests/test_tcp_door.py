@@ -358,3 +358,24 @@ def test_stopping_the_service_closes_the_door_and_its_connections(connect: Conne
         assert c.closed_by_server()
     with pytest.raises(OSError):
         socket.create_connection((door.host, door.port), timeout=2)
+
+
+def test_a_zeromq_client_on_the_door_is_closed_and_named_in_the_log(
+    server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Compose publishes RocketMQ's door on 9876 and Ferry's own port beside it: a Ferry client
+    # given the wrong one must be told so, not left guessing
+    ctx = zmq.Context.instance()
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.LINGER, 0)
+    caplog.set_level("WARNING", logger="ferry.tcp_door")
+    try:
+        dealer.connect(f"tcp://{server.door.address}")
+        dealer.send(b"ping")
+        wait_for(
+            lambda: "ZeroMQ greeting" in caplog.text, timeout=10, what="the wrong-port warning"
+        )
+    finally:
+        dealer.close()
+    assert server.door.closed_for_bad_length >= 1
+    assert "listenPort" in caplog.text

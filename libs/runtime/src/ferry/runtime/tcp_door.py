@@ -33,6 +33,8 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024  # RocketMQ's remoting frame limit
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
 MAX_CONNECTIONS = 10_000
 ACCEPT_BATCH = 64
+# ZMTP 3 greetings start with 0xFF: read as a frame length, a Ferry client on the wrong port
+ZMTP_SIGNATURE_FIRST_BYTE = 0xFF
 # accept(2) failing for want of fds (EMFILE) would wake the loop at once forever: stop
 # listening for a while instead
 ACCEPT_PAUSE_S = 0.5
@@ -209,6 +211,13 @@ class TcpDoor:
             self.min_frame_bytes,
             self.max_frame_bytes,
         )
+        if size >> 24 == ZMTP_SIGNATURE_FIRST_BYTE:
+            self._complaints.warning(
+                "%s: %r opened with a ZeroMQ greeting: a Ferry SDK or CLI dialled this "
+                "RocketMQ-protocol port; give it Ferry's own port (listenPort)",
+                self.name,
+                conn,
+            )
         self.drop(conn, None)
 
     def close_for_backlog(self, conn: Connection) -> None:
