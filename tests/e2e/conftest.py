@@ -140,6 +140,12 @@ class ComposeStack:
 
     @property
     def namesrv(self) -> str:
+        """Ferry's own name server port, for the SDK, CLI and console."""
+        return f"{self.settings['PUBLISH_HOST']}:{self.settings['NATIVE_NAMESRV_PORT']}"
+
+    @property
+    def rocketmq_namesrv(self) -> str:
+        """The name server's RocketMQ-protocol port (9876 by default), for RocketMQ's clients."""
         return f"{self.settings['PUBLISH_HOST']}:{self.settings['NAMESRV_PORT']}"
 
     @property
@@ -152,6 +158,12 @@ class ComposeStack:
 
     @property
     def broker_addr(self) -> str:
+        """broker-a's own port, as Ferry's routes name it."""
+        return f"{self.settings['BROKER_IP1']}:{self.settings['NATIVE_BROKER_PORT']}"
+
+    @property
+    def rocketmq_broker_addr(self) -> str:
+        """broker-a's RocketMQ-protocol port, as the routes given to RocketMQ clients name it."""
         return f"{self.settings['BROKER_IP1']}:{self.settings['BROKER_PORT']}"
 
     def run(self, *args: str, timeout: float = 120.0) -> str:
@@ -299,12 +311,16 @@ def open_stack(
         "BROKER_IP1": ADVERTISED_HOST,
         "PUBLISH_HOST": ADVERTISED_HOST,
         "BROKER_PORT": str(free_port(ADVERTISED_HOST)),
+        "NATIVE_BROKER_PORT": str(free_port(ADVERTISED_HOST)),
         "SLAVE_BROKER_PORT": str(free_port(ADVERTISED_HOST)),
+        "NATIVE_SLAVE_BROKER_PORT": str(free_port(ADVERTISED_HOST)),
         "NAMESRV_PORT": str(free_port(ADVERTISED_HOST)),
+        "NATIVE_NAMESRV_PORT": str(free_port(ADVERTISED_HOST)),
         "CONSOLE_PORT": str(free_port(ADVERTISED_HOST)),
         "METRICS_PORT": str(free_port(ADVERTISED_HOST)),
         "CONTROLLER_PORT": str(free_port(ADVERTISED_HOST)),
         "BROKER_B_PORT": str(free_port(ADVERTISED_HOST)),
+        "NATIVE_BROKER_B_PORT": str(free_port(ADVERTISED_HOST)),
         "BROKER_CONF": str(conf),
         **(extra or {}),
     }

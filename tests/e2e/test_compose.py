@@ -4,16 +4,22 @@ the store container and a compose down + up."""
 
 from __future__ import annotations
 
+import json
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from e2e_support import SteadyLoad, consume_all
 from itest_support import wait_for
+from rocketmq_client_support import CONSUMER, RocketMQConsumer, probe_until_consumed, run_producer
 
 from ferry.admin import Admin
 from ferry.client import FerryError, Message, Producer, SendStatus
+from ferry.protocol.rocketmq import RequestCode
+from ferry.runtime.testing.client_venvs import rocketmq_remoting_python
+from ferry.runtime.testing.remoting_client import RemotingClient
 
 if TYPE_CHECKING:
     from conftest import ComposeStack
@@ -77,6 +83,61 @@ def test_host_clients_reach_the_broker_through_the_published_ports(running: Comp
         )
 
     wait_for(messages_in, timeout=60, what="E2EHello's messages on the published /metrics")
+
+
+def test_rocketmq_clients_on_the_host_use_the_published_rocketmq_ports(
+    running: ComposeStack, tmp_path: Path
+) -> None:
+    # Apache's `rocketmq` 0.4.4 client, unchanged, given only NAMESRV_PORT (9876 by default)
+    python = rocketmq_remoting_python()
+    topic = "E2EDoor"
+    with Admin(running.namesrv) as admin:
+        admin.create_topic(topic, 4, 4)
+
+    # the route over RocketMQ's protocol names the broker's published RocketMQ-protocol port
+    def door_route() -> dict[str, str] | None:
+        with RemotingClient(running.rocketmq_namesrv) as door:
+            got = door.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        return json.loads(got.body)["brokerDatas"][0]["brokerAddrs"] if got.code == 0 else None
+
+    addrs = wait_for(door_route, timeout=30, what="the topic's route through the door")
+    assert addrs == {"0": running.rocketmq_broker_addr}
+
+    # a RocketMQ producer's messages reach Ferry's consumer, tags and keys intact
+    spec = {
+        "namesrv": running.rocketmq_namesrv,
+        "group": "e2e-door-producer",
+        "topic": topic,
+        "messages": [
+            {"mark": i, "body": f"rmq-{i}", "tags": "R", "keys": f"rk-{i}"} for i in range(10)
+        ],
+    }
+    sent = run_producer(python, tmp_path / "producer", spec)
+    assert [line.get("status") for line in sent] == [0] * 10, sent
+    bodies = {f"rmq-{i}".encode() for i in range(10)}
+    got = consume_all(running.namesrv, "e2e-door-ferry-reader", topic, bodies)
+    by_body = {m.body: m for m in got if m.body in bodies}
+    assert {m.tags for m in by_body.values()} == {"R"}
+    assert {m.keys[0] for m in by_body.values()} == {f"rk-{i}" for i in range(10)}
+    assert {m.msg_id for m in by_body.values()} == {line["msg_id"] for line in sent}
+
+    # and a Ferry producer's messages reach a RocketMQ push consumer through the door
+    script = tmp_path / "consumer.py"
+    script.write_text(CONSUMER)
+    home = tmp_path / "consumer-home"
+    home.mkdir()
+    consumer = RocketMQConsumer(
+        python, script, running.rocketmq_namesrv, "e2e-door-rmq", topic, home=home
+    ).start()
+    try:
+        with Producer("e2e-door-ferry", running.namesrv) as producer:
+            probe_until_consumed(producer, topic, [consumer], timeout_s=60)
+            producer.send(Message(topic, b"from-ferry", tags="F", keys=["fk-1"]))
+        consumer.wait_line(lambda line: line.get("body") == "from-ferry", 30)
+    finally:
+        consumer.stop()
+    [delivered] = [m for m in consumer.messages if m["body"] == "from-ferry"]
+    assert (delivered["tags"], delivered["keys"]) == ("F", "fk-1")
 
 
 def test_acknowledged_messages_survive_kill_9_of_the_store_container(

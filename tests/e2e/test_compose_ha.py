@@ -25,7 +25,7 @@ MASTER_GROUP = ("broker-remoting", "broker-ha", "broker-store")
 
 
 def slave_addr(stack: ComposeStack) -> str:
-    return f"{stack.settings['BROKER_IP1']}:{stack.settings['SLAVE_BROKER_PORT']}"
+    return f"{stack.settings['BROKER_IP1']}:{stack.settings['NATIVE_SLAVE_BROKER_PORT']}"
 
 
 def test_consumers_read_every_acknowledged_message_from_the_slave_after_the_master_dies(

@@ -365,7 +365,7 @@ def test_a_zeromq_client_on_the_door_is_closed_and_named_in_the_log(
 ) -> None:
     # Compose publishes RocketMQ's door on 9876 and Ferry's own port beside it: a Ferry client
     # given the wrong one must be told so, not left guessing
-    ctx = zmq.Context.instance()
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     dealer = ctx.socket(zmq.DEALER)
     dealer.setsockopt(zmq.LINGER, 0)
     caplog.set_level("WARNING", logger="ferry.tcp_door")

@@ -26,6 +26,7 @@ from ferry.protocol.messages import AnyReply, ErrorReply
 from ferry.protocol.rocketmq.command import CommandError, RemotingCommand, decode, encode
 from ferry.runtime.call import Payload, error_reply
 from ferry.runtime.remoting_auth import authenticate
+from ferry.runtime.security import settings as security_settings
 from ferry.runtime.security.guard import Guard
 from ferry.runtime.service import Service
 from ferry.runtime.tcp_door import Connection, TcpDoor
@@ -173,6 +174,13 @@ class RemotingDoor:
             min_frame_bytes=MIN_FRAME_BYTES,
         )
         self.address = self.tcp.address
+        if security_settings.tls_enabled():
+            log.warning(
+                "%s door on %s is plain TCP: tlsEnable encrypts Ferry's own ports only, so "
+                "RocketMQ clients' requests travel signed but in clear",
+                name,
+                self.address,
+            )
 
     def __repr__(self) -> str:
         return f"RemotingDoor({self.name}, {self.address})"

@@ -47,6 +47,10 @@ def inner_credentials() -> Credentials | None:
     return _config.inner_credentials()
 
 
+def tls_enabled() -> bool:
+    return _config is not None and _config.tls_enable
+
+
 def curve_client() -> CurveClient | None:
     """How this process's services connect to others with tlsEnable (the internal key)."""
     if _config is None or not _config.tls_enable:
