@@ -1,0 +1,367 @@
+"""RocketMQ in Rust (crates.io's rocketmq-namesrv / rocketmq-broker 1.0.0) against Ferry's
+RocketMQ door, one Rust client for both, in one run (issue 40 §8).
+
+    sh bench/peers/install_rocketmq_rust.sh        # once: the Rust servers and the driver
+    uv run --frozen --all-packages python bench/peers/rocketmq_rust.py [--rounds 3]
+        [--messages 15000]
+    uv run --frozen --all-packages python bench/peers/rocketmq_rust.py --quick
+
+Starts the Rust name server and broker on free loopback ports (their data, logs and HOME in a
+temp dir) and a Ferry local cluster with its doors (start_local_cluster(rocketmq_port=0)),
+creates topics of 4 queues on both, and runs bench/peers/rocketmq-rust-driver (built on
+rocketmq-client-rust 1.0.0) against each name server: sync sends one at a time (messages / 5
+sends, latency per send), batches of 32 (`messages`), and a push consumer of a fresh group
+(CONSUME_FROM_FIRST_OFFSET) reading `messages` messages loaded beforehand, first delivery to
+last. 128-byte bodies. Each round measures both systems back to back, the one going first
+alternating; before each measurement the system's own processes are left to go idle. Beside
+each figure: the server processes' CPU per message over the measurement. Figures are medians
+over rounds (min-max beside); ratios are medians of the per-round Ferry / Rust ratios.
+Results: bench/results/rocketmq_rust-*.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: common, peers, ...
+
+from client_throughput import _cluster_cpu, settle
+from common import RESULTS, shown
+
+from ferry.admin import Admin
+from ferry.protocol.codes import RequestCode
+from ferry.runtime.layouts import start_local_cluster
+from ferry.runtime.testing.remoting_client import RemotingClient
+from peers.servers import PeerStartError, Servers, free_port, wait_ready
+
+ROOT = Path(__file__).resolve().parents[2]
+PEERS = ROOT / ".ferry" / "peers"
+RUST_BIN = PEERS / "rocketmq-rust" / "bin"
+NAMESRV_BIN = RUST_BIN / "rocketmq-namesrv-rust"
+BROKER_BIN = RUST_BIN / "rocketmq-broker-rust"
+DRIVER_BIN = PEERS / "rust-driver-target" / "release" / "driver"
+INSTALL = "sh bench/peers/install_rocketmq_rust.sh"
+
+BODY_LEN = 128
+QUEUES = 4
+BATCH = 32
+RUST = "RocketMQ-Rust"
+FERRY = "Ferry door"
+RUST_BROKER_NAME = "ferry-bench-rust-broker"
+Runs = dict[str, list[float]]  # figure name -> one value per round
+
+
+@dataclass
+class System:
+    label: str
+    namesrv: str  # the RocketMQ-protocol name server the driver dials
+    pids: list[int]  # the server processes, for settle and CPU per message
+    create_topic: Callable[[str], None]
+
+
+def missing() -> list[Path]:
+    return [p for p in (NAMESRV_BIN, BROKER_BIN, DRIVER_BIN) if not p.exists()]
+
+
+def run_driver(
+    namesrv: str, topic: str, workload: str, n: int, *, warmup: int = 50, timeout_s: float = 300
+) -> dict[str, Any]:
+    argv = [
+        str(DRIVER_BIN), "--namesrv", namesrv, "--topic", topic, "--workload", workload,
+        "--messages", str(n), "--body", str(BODY_LEN), "--batch", str(BATCH),
+        "--warmup", str(warmup),
+    ]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(
+            f"driver {workload} against {namesrv} exited {done.returncode}: "
+            f"{done.stdout[-500:]} {done.stderr[-2000:]}"
+        )
+    got: dict[str, Any] = json.loads(lines[-1])
+    return got
+
+
+def call_ok(addr: str, code: RequestCode, ext: dict[str, str]) -> bytes:
+    with RemotingClient(addr, timeout_s=5) as client:
+        got = client.call(code, ext, timeout_s=5)
+    if got.code != 0:
+        raise RuntimeError(f"{code.name} to {addr} answered {got.code} {got.remark}")
+    return got.body
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except (OSError, RuntimeError, TimeoutError) as err:
+            last = err
+        time.sleep(0.2)  # between polls, bounded by the deadline
+    raise RuntimeError(f"{what}: not within {timeout_s:.0f} s ({last})")
+
+
+def start_rust(servers: Servers) -> System:
+    """The Rust name server and broker on loopback, each with HOME and ROCKETMQ_HOME in the
+    temp dir. Neither takes port 0, so the ports are picked here: the broker also listens on
+    listenPort - 2 (its fast remoting port) and on haListenPort."""
+    home = servers.root / "rocketmq-rust"
+    home.mkdir()
+    env = {"HOME": str(home), "ROCKETMQ_HOME": str(home), "RUST_LOG": "warn"}
+    ns_port = free_port()
+    namesrv_addr = f"127.0.0.1:{ns_port}"
+    namesrv = servers.spawn(
+        "rocketmq-namesrv-rust",
+        [
+            str(NAMESRV_BIN),
+            "--listenPort",
+            str(ns_port),
+            "--bindAddress",
+            "127.0.0.1",
+            "--rocketmqHome",
+            str(home),
+            "--kvConfigPath",
+            str(home / "namesrv-kv.json"),
+        ],
+        ns_port,
+        env,
+    )
+    wait_ready(
+        namesrv, lambda: call_ok(namesrv_addr, RequestCode.GET_BROKER_CLUSTER_INFO, {}) != b"", 60
+    )
+    port, ha_port = broker_ports()
+    conf = home / "broker.properties"
+    conf.write_text(
+        f"brokerClusterName=FerryBenchRust\nbrokerName={RUST_BROKER_NAME}\nbrokerId=0\n"
+        f"namesrvAddr={namesrv_addr}\nbrokerIP1=127.0.0.1\nlistenPort={port}\n"
+        f"haListenPort={ha_port}\nstorePathRootDir={home / 'store'}\n"
+        "autoCreateTopicEnable=true\nflushDiskType=ASYNC_FLUSH\nbrokerRole=ASYNC_MASTER\n"
+    )
+    broker_addr = f"127.0.0.1:{port}"
+    broker = servers.spawn(
+        "rocketmq-broker-rust",
+        [str(BROKER_BIN), "-c", str(conf), "-n", namesrv_addr],
+        port,
+        env,
+    )
+
+    def registered() -> bool:
+        body = call_ok(namesrv_addr, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+        return RUST_BROKER_NAME.encode() in body
+
+    wait_ready(broker, registered, 120)
+
+    def create_topic(topic: str) -> None:
+        call_ok(
+            broker_addr,
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {
+                "topic": topic,
+                "defaultTopic": "TBW102",
+                "readQueueNums": str(QUEUES),
+                "writeQueueNums": str(QUEUES),
+                "perm": "6",
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": "0",
+                "order": "false",
+            },
+        )
+        wait_for(
+            f"{topic}'s route in the Rust name server",
+            lambda: bool(
+                call_ok(namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+            ),
+            30,
+        )
+
+    return System(RUST, namesrv_addr, [namesrv.proc.pid, broker.proc.pid], create_topic)
+
+
+def broker_ports() -> tuple[int, int]:
+    """listenPort (with listenPort - 2 free too) and haListenPort."""
+    for _ in range(50):
+        port = free_port()
+        if port - 2 >= 1024 and port_free(port - 2):
+            ha = free_port()
+            if ha not in (port, port - 2):
+                return port, ha
+    raise PeerStartError("no free loopback ports for the Rust broker")
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def measure(system: System, topic: str, workload: str, n: int, **kw: Any) -> dict[str, float]:
+    settle(system.pids)
+    cpu = _cluster_cpu(system.pids)
+    got = run_driver(system.namesrv, topic, workload, n, **kw)
+    got["server_cpu_us"] = (_cluster_cpu(system.pids) - cpu) / n * 1e6
+    return got
+
+
+def one_round(systems: list[System], r: int, n: int, sync: int) -> dict[str, Runs]:
+    """Every workload on both systems; the first system alternates with the round."""
+    order = systems if r % 2 == 0 else systems[::-1]
+    out: dict[str, Runs] = {s.label: {} for s in systems}
+
+    def keep(system: System, key: str, got: dict[str, Any], *fields: str) -> None:
+        for name in fields:
+            value = got.get(name)
+            if value is not None:
+                out[system.label].setdefault(f"{key}_{name}", []).append(float(value))
+
+    for system in order:
+        got = measure(system, "BenchRustSync", "sync", sync)
+        keep(system, "sync", got, "p50_us", "p99_us", "msg_per_s", "server_cpu_us")
+    for system in order:
+        got = measure(system, "BenchRustBatch", "batch", n)
+        keep(system, "batch", got, "msg_per_s", "p50_us", "server_cpu_us")
+    topic = f"BenchRustConsume{r}"
+    for system in order:
+        system.create_topic(topic)
+        run_driver(system.namesrv, topic, "batch", n, warmup=0)  # the messages to consume
+    for system in order:
+        got = measure(system, topic, "consume", n)
+        keep(system, "consume", got, "msg_per_s", "server_cpu_us")
+    return out
+
+
+ROWS = (
+    ("sync_p50_us", "sync send p50, µs (lower is better)"),
+    ("sync_p99_us", "sync send p99, µs (lower is better)"),
+    ("sync_msg_per_s", "sync send, one in flight, msg/s"),
+    ("sync_server_cpu_us", "sync send, server CPU per message, µs"),
+    ("batch_msg_per_s", f"batches of {BATCH}, msg/s"),
+    ("batch_p50_us", f"batch of {BATCH} p50, µs"),
+    ("batch_server_cpu_us", f"batches of {BATCH}, server CPU per message, µs"),
+    ("consume_msg_per_s", "push consume, msg/s"),
+    ("consume_server_cpu_us", "push consume, server CPU per message, µs"),
+)
+
+
+def spread(values: list[float]) -> str:
+    return f"{shown(statistics.median(values))} ({shown(min(values))}-{shown(max(values))})"
+
+
+def table(runs: dict[str, Runs]) -> tuple[list[str], dict[str, float]]:
+    rust, ferry = runs[RUST], runs[FERRY]
+    lines = [
+        f"| workload | {RUST} | {FERRY} | ratio (Ferry / Rust) |",
+        "|---|---|---|---|",
+    ]
+    ratios: dict[str, float] = {}
+    for key, name in ROWS:
+        if key not in rust or key not in ferry:
+            continue
+        ratio = statistics.median(f / r for f, r in zip(ferry[key], rust[key], strict=True))
+        ratios[key] = ratio
+        lines.append(f"| {name} | {spread(rust[key])} | {spread(ferry[key])} | {ratio:.2f} |")
+    return lines, ratios
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--messages", type=int, default=15_000)
+    parser.add_argument("--quick", action="store_true", help="1 round of 2,000 messages")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.messages = 1, 2000
+    absent = missing()
+    if absent:
+        print("missing: " + ", ".join(str(p.relative_to(ROOT)) for p in absent))
+        print(f"build them with: {INSTALL}  (cargo install of rocketmq-namesrv and")
+        print("rocketmq-broker 1.0.0, and cargo build --release of the driver; 20-40 min)")
+        raise SystemExit(2)
+    n = args.messages
+    sync = max(200, n // 5)
+    began = time.time()
+    load_before = os.getloadavg()
+    runs: dict[str, Runs] = {RUST: {}, FERRY: {}}
+    with tempfile.TemporaryDirectory(prefix="ferry-bench-rmq-rust-") as tmp:
+        servers = Servers(Path(tmp))
+        cluster = None
+        try:
+            rust = start_rust(servers)
+            cluster = start_local_cluster(str(Path(tmp) / "ferry"), rocketmq_port=0)
+            ferry_ns = cluster.namesrv_addr
+
+            def ferry_topic(topic: str) -> None:
+                with Admin(ferry_ns) as admin:
+                    admin.create_topic(topic, QUEUES, QUEUES)
+
+            ferry = System(
+                FERRY, cluster.rocketmq_addr, [sp.pid for sp in cluster.processes], ferry_topic
+            )
+            systems = [rust, ferry]
+            for system in systems:
+                system.create_topic("BenchRustSync")
+                system.create_topic("BenchRustBatch")
+            print(f"{RUST}: name server {rust.namesrv}; {FERRY}: {ferry.namesrv}", flush=True)
+            for r in range(args.rounds):
+                for label, more in one_round(systems, r, n, sync).items():
+                    for key, values in more.items():
+                        runs[label].setdefault(key, []).extend(values)
+                print(
+                    f"round {r + 1}: sync p50 Rust {runs[RUST]['sync_p50_us'][-1]:.0f} µs, "
+                    f"Ferry {runs[FERRY]['sync_p50_us'][-1]:.0f}; batch Rust "
+                    f"{runs[RUST]['batch_msg_per_s'][-1]:.0f} msg/s, Ferry "
+                    f"{runs[FERRY]['batch_msg_per_s'][-1]:.0f}; consume Rust "
+                    f"{runs[RUST]['consume_msg_per_s'][-1]:.0f} msg/s, Ferry "
+                    f"{runs[FERRY]['consume_msg_per_s'][-1]:.0f}",
+                    flush=True,
+                )
+        finally:
+            if cluster is not None:
+                cluster.stop()
+            servers.stop_all()
+    lines, ratios = table(runs)
+    took = time.time() - began
+    print(
+        f"\nRocketMQ-Rust 1.0.0 vs Ferry's RocketMQ door, rocketmq-client-rust 1.0.0 driver: "
+        f"{args.rounds} rounds, {n} messages of {BODY_LEN} B ({sync} sync sends); {took:.0f} s; "
+        f"load before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}"
+    )
+    print("\n".join(lines))
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"rocketmq_rust-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(
+        json.dumps(
+            {
+                "runs": runs,
+                "ratios_ferry_over_rust": ratios,
+                "rounds": args.rounds,
+                "messages": n,
+                "sync_sends": sync,
+                "body": BODY_LEN,
+                "load_before": load_before,
+                "seconds": took,
+            },
+            indent=2,
+        )
+    )
+    print(f"(saved {out})")
+
+
+if __name__ == "__main__":
+    main()
