@@ -25,6 +25,7 @@ from rocketmq_client_support import (
 )
 
 from ferry.client import Message, Producer
+from ferry.protocol.rocketmq.codes import RequestCode, ResponseCode
 from ferry.runtime.launcher import LocalCluster
 from ferry.runtime.testing.client_venvs import rocketmq_remoting_python
 from ferry.runtime.testing.pytest_support import holds_for
@@ -193,3 +194,33 @@ def test_a_restarted_group_resumes_from_its_committed_offsets(
     again = consumers(group, topic).start()
     wait_for(lambda: set(after) <= set(again.bodies()), 30, "the restarted group missed some")
     assert not set(before) & set(again.bodies())
+
+
+def test_tools_get_a_rocketmq_consumer_s_running_info_through_the_broker(
+    cluster: LocalCluster, producer: Producer, consumers: Callable[..., RocketMQConsumer]
+) -> None:
+    # what mqadmin consumerStatus and the dashboard's client page ask (307): the broker asks
+    # the client on its own connection and relays the answer
+    topic = new_topic(cluster, "RmqStatus")
+    group = "cg-rmq-status"
+    consumer = consumers(group, topic).start()
+    probe_until_consumed(producer, topic, [consumer])
+    with RemotingClient(cluster.broker_rocketmq_addr) as tool:
+        [client_id] = consumer_ids(tool, group)
+        fields = {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"}
+        info = tool.call(RequestCode.GET_CONSUMER_RUNNING_INFO, fields)
+        # the C++ client takes CONSUME_MESSAGE_DIRECTLY (309) but never answers it: the tool
+        # is told so by the broker instead of waiting on
+        sent = producer.send(Message(topic, "direct-1", tags="d"))
+        direct = tool.call(
+            RequestCode.CONSUME_MESSAGE_DIRECTLY,
+            {"consumerGroup": group, "clientId": client_id, "msgId": sent.offset_msg_id},
+        )
+    # its body is the client's ConsumerRunningInfo (not strict JSON: the C++ client writes
+    # objects as mqTable's keys)
+    assert info.code == ResponseCode.SUCCESS, info.remark
+    assert b'"PROP_CONSUME_TYPE":"CONSUME_PASSIVELY"' in info.body
+    assert f'"topic":"{topic}"'.encode() in info.body  # its subscription
+    assert f'"topic" : "{topic}"'.encode() in info.body  # its queues, in mqTable
+    assert direct.code == ResponseCode.SYSTEM_ERROR
+    assert "did not answer" in direct.remark

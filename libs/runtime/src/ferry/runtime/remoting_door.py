@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ferry.protocol.errors import FerryError, InvalidParameterError
-from ferry.protocol.messages import AnyReply, ErrorReply
+from ferry.protocol.messages import AnyReply, ErrorReply, OkReply
+from ferry.protocol.rocketmq.codes import ONEWAY_FLAG, RESPONSE_FLAG
 from ferry.protocol.rocketmq.command import CommandError, RemotingCommand, decode, encode
 from ferry.runtime.call import Payload, error_reply
 from ferry.runtime.remoting_auth import authenticate
@@ -45,6 +46,8 @@ ToRequest = Callable[[RemotingCommand, "DoorCall"], Any]
 ToResponse = Callable[[RemotingCommand, Any, Payload], RemotingCommand]
 # a notice (a typed message the service sends unasked) -> the request that carries it
 ToNotice = Callable[[AnyReply], RemotingCommand | None]
+# the client's response to a request the door asked it, or None: no answer in time, or closed
+OnAnswer = Callable[[RemotingCommand | None], None]
 
 
 def _ip(peer: str) -> str:
@@ -91,6 +94,15 @@ class DoorCall:
     @property
     def channel(self) -> DoorChannel:
         return DoorChannel(self._door, self.conn)
+
+    @property
+    def door(self) -> RemotingDoor:
+        return self._door
+
+    def relay(self, out: RemotingCommand) -> None:
+        """Answers with `out` as it is (a response made elsewhere, e.g. a client's)."""
+        self.response = lambda _cmd, _reply, _payload: out
+        self.reply(OkReply())
 
     def permitted(self, request: Any) -> FerryError | None:
         """Whether this call's user may send `request` (None: yes): for a route that answers
@@ -164,6 +176,10 @@ class RemotingDoor:
         self.bad_frames = 0
         self.notices = 0
         self.refused = 0  # for want of credentials or permission
+        self.asks = 0
+        self.unanswered = 0  # asks that timed out or whose connection closed
+        # requests the door asked clients, by connection id, then opaque
+        self._asked: dict[int, dict[int, OnAnswer]] = {}
         self.tcp = TcpDoor(
             service,
             host,
@@ -196,8 +212,9 @@ class RemotingDoor:
             self.complaints.warning("%s: bad frame from %s: %s", self, conn.peer, exc)
             conn.close()
             return
-        if cmd.is_response:
-            return  # to a notice (oneway): the door asks clients nothing that awaits an answer
+        if cmd.is_response:  # to an ask(); a response to nothing asked is dropped
+            self._answered(conn.id, cmd.opaque, cmd)
+            return
         self.requests += 1
         call = DoorCall(self, conn, cmd)
         guard = self.service.guard
@@ -263,7 +280,40 @@ class RemotingDoor:
         self.notices += 1
         self.send(conn, cmd)
 
+    def ask(
+        self, conn: Connection, cmd: RemotingCommand, on_answer: OnAnswer, timeout_s: float
+    ) -> None:
+        """Sends `cmd` to the client on `conn` as a request of the door's own (a new opaque)
+        and calls on_answer with its response, or with None when none came within
+        timeout_s or the connection closed first. Exactly once either way."""
+        if conn.closed:
+            on_answer(None)
+            return
+        opaque = next(self._opaques) & 0x7FFFFFFF  # an int32 on the wire
+        cmd.opaque = opaque
+        cmd.flag &= ~(RESPONSE_FLAG | ONEWAY_FLAG)
+        self._asked.setdefault(conn.id, {})[opaque] = on_answer
+        self.asks += 1
+        self.service.later(timeout_s, lambda: self._answered(conn.id, opaque, None))
+        self.send(conn, cmd)
+
+    def _answered(self, conn_id: int, opaque: int, answer: RemotingCommand | None) -> None:
+        waiting = self._asked.get(conn_id)
+        on_answer = waiting.pop(opaque, None) if waiting else None
+        if on_answer is None:
+            return
+        if not waiting:
+            del self._asked[conn_id]
+        if answer is None:
+            self.unanswered += 1
+        try:
+            on_answer(answer)
+        except Exception:  # a route's bug must not take the door's loop down
+            log.exception("%s: handling the answer to %d failed", self, opaque)
+
     def _closed(self, conn: Connection) -> None:
+        for opaque in list(self._asked.get(conn.id, {})):
+            self._answered(conn.id, opaque, None)
         if self.on_close is not None:
             self.on_close(conn)
 

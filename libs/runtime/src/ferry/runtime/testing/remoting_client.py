@@ -79,6 +79,12 @@ class RemotingClient:
             if not cmd.is_response:
                 self.requests_in.append(cmd)
 
+    def respond(
+        self, request: RemotingCommand, code: int = 0, remark: str = "", body: bytes = b""
+    ) -> None:
+        """Answers a request the server sent us, as a client answers the broker's asks."""
+        self.sock.sendall(encode(request.response(code, remark, body=body)))
+
     def receive(self, timeout_s: float) -> RemotingCommand | None:
         """The next command from the server; None on timeout. Raises ConnectionError when
         the server closed the connection."""

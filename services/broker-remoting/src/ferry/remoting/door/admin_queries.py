@@ -31,7 +31,6 @@ from ferry.protocol.messages import (
     GetTopicStatsRequest,
     GroupListReply,
     OffsetReply,
-    OkReply,
     ProducerConnectionReply,
     QueryConsumerOffsetRequest,
     QueryMessageReply,
@@ -237,9 +236,7 @@ class _ConsumeStats:
             + shapes.table_with_queue_keys(entries)
             + b"}"
         )
-        response = self._cmd.response(SUCCESS, body=body)
-        self._call.response = lambda _cmd, _reply, _payload: response
-        self._call.reply(OkReply())
+        self._call.relay(self._cmd.response(SUCCESS, body=body))
 
 
 def _consume_stats(asks: Asks, broker_name: str) -> Route:

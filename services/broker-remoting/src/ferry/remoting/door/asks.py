@@ -19,6 +19,7 @@ from ferry.runtime.remoting_door import DoorCall
 log = logging.getLogger("ferry.remoting.door")
 
 Replies = Callable[[list[AnyReply]], None]
+Answered = Callable[[AnyReply, Payload], None]
 
 
 class _SubCall:
@@ -26,7 +27,7 @@ class _SubCall:
 
     __slots__ = ("_answered", "_parent", "deferred", "done", "payload")
 
-    def __init__(self, parent: DoorCall, answered: Callable[[AnyReply], None]) -> None:
+    def __init__(self, parent: DoorCall, answered: Answered) -> None:
         self._parent = parent
         self._answered = answered
         self.payload: Payload = []
@@ -50,10 +51,9 @@ class _SubCall:
         return self._parent.channel
 
     def reply(self, body: AnyReply, payload: Payload | None = None) -> None:
-        del payload
         if not self.done:
             self.done = True
-            self._answered(body)
+            self._answered(body, payload or [])
 
     def fail(self, err: FerryError) -> None:
         self.reply(error_reply(err))
@@ -79,8 +79,8 @@ class Asks:
             then([])
             return
 
-        def answered(i: int) -> Callable[[AnyReply], None]:
-            def done(body: AnyReply) -> None:
+        def answered(i: int) -> Answered:
+            def done(body: AnyReply, _payload: Payload) -> None:
                 replies[i] = body
                 left[0] -= 1
                 if left[0] == 0:
@@ -90,6 +90,15 @@ class Asks:
 
         for i, req in enumerate(requests):
             self._run(req, _SubCall(parent, answered(i)))
+
+    def one(self, parent: DoorCall, request: Any, then: Answered) -> None:
+        """Runs one request; then(reply, payload) once answered (the payload: raw records a
+        read returns beside its reply)."""
+        refused = parent.permitted(request)
+        if refused is not None:
+            parent.fail(refused)
+            return
+        self._run(request, _SubCall(parent, then))
 
     def _run(self, req: Any, call: _SubCall) -> None:
         handler = self._handlers.get(type(req))

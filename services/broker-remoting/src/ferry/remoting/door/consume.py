@@ -136,6 +136,12 @@ class DoorClients:
         self._conn_of[client_id] = conn.id
         conn.state.setdefault(CLIENT_IDS, set()).add(client_id)
 
+    def connection(self, door: RemotingDoor, client_id: str) -> Connection | None:
+        """The open connection the client's latest heartbeat came on, if any."""
+        conn_id = self._conn_of.get(client_id)
+        conn = door.tcp.open.get(conn_id) if conn_id is not None else None
+        return conn if conn is not None and not conn.closed else None
+
     def closed(self, door: RemotingDoor, conn: Connection) -> None:
         """Unregisters the clients whose latest heartbeat came on conn, through the same
         handler as an UNREGISTER_CLIENT (their groups are told, their locks released)."""

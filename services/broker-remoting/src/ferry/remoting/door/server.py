@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ferry.remoting.door import admin, consume, notices, produce
+from ferry.remoting.door import admin, client_calls, consume, notices, produce
 from ferry.remoting.processors import BrokerProcessors
 from ferry.runtime.remoting_door import RemotingDoor, Route
 from ferry.runtime.service import Service
@@ -11,9 +11,11 @@ from ferry.runtime.service import Service
 def door_routes(
     processors: BrokerProcessors, clients: consume.DoorClients | None = None
 ) -> dict[int, Route]:
+    clients = clients or consume.DoorClients()
     routes: dict[int, Route] = {}
     routes.update(produce.routes(processors))
     routes.update(consume.routes(processors, clients))
+    routes.update(client_calls.routes(clients, processors.handlers()))
     routes.update(admin.routes(processors))
     return routes
 
