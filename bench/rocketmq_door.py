@@ -79,9 +79,14 @@ class ClientRunner:
         return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def start_floor() -> tuple[subprocess.Popen[str], str]:
+def start_floor(consume_messages: int) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "floor_server.py"), "--queues", str(QUEUES)],
+        [
+            sys.executable,
+            str(HERE / "floor_server.py"),
+            *("--queues", str(QUEUES)),
+            *("--consume-messages", str(consume_messages)),
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -259,7 +264,7 @@ def table(door: Runs, sdk: Runs, floor: Runs) -> tuple[list[str], dict[str, floa
         figures[key] = ratio
         lines.append(
             f"| {name} | {spread(door[key])} | {spread(sdk[key])} | {spread(floor[key])} | "
-            f"door / SDK {ratio:.2f} |"
+            f"door / SDK {ratio:.2f}, door / floor {median_ratio(door[key], floor[key]):.2f} |"
         )
     lines.append(
         f"| produce, SDK send_async singles (reference), msg/s | | "
@@ -267,9 +272,11 @@ def table(door: Runs, sdk: Runs, floor: Runs) -> tuple[list[str], dict[str, floa
     )
     ratio = median_ratio(door["consume"], sdk["consume"])
     figures["consume"] = ratio
+    figures["consume_door_over_floor"] = median_ratio(door["consume"], floor["consume"])
     lines.append(
         f"| push consume, msg/s | {spread(door['consume'])} | {spread(sdk['consume'])} | "
-        f"n/a | door / SDK {ratio:.2f} |"
+        f"{spread(floor['consume'])} | door / SDK {ratio:.2f}, door / floor "
+        f"{figures['consume_door_over_floor']:.2f} |"
     )
     lines.append(
         f"| push consume, cluster CPU per message, µs | {spread(door['consume_cpu_us'])} | "
@@ -296,7 +303,7 @@ def main() -> None:
     floor: Runs = {}
     with tempfile.TemporaryDirectory() as tmp:
         runner = ClientRunner(Path(tmp) / "home")
-        floor_proc, floor_addr = start_floor()
+        floor_proc, floor_addr = start_floor(n // BATCH * BATCH)
         cluster = start_local_cluster(str(Path(tmp) / "data"), rocketmq_port=0)
         try:
             namesrv = cluster.namesrv_addr
@@ -333,8 +340,19 @@ def main() -> None:
                         ),
                     ),
                     (sdk, partial(sdk_consume, namesrv, topic, loaded)),
+                    (
+                        floor,
+                        partial(
+                            client_consume,
+                            runner,
+                            floor_addr,
+                            floor_addr,
+                            f"BenchRmqFloorConsume{r}",
+                            loaded,
+                        ),
+                    ),
                 ]
-                for into, consume in consumers if r % 2 == 0 else consumers[::-1]:
+                for into, consume in consumers[r % 3 :] + consumers[: r % 3]:
                     settle(pids)
                     cpu = _cluster_cpu(pids)
                     got = consume()
