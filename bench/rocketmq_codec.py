@@ -25,6 +25,7 @@ from ferry.protocol.rocketmq import (
     decode,
     encode,
 )
+from ferry.protocol.rocketmq.command import encode_parts
 
 # the fields of a send as captured from the client
 # (docs/perf-notes/2026-12-02-rocketmq-client-wire.md)
@@ -82,6 +83,19 @@ def cases(ops: int) -> dict[str, Callable[[], float]]:
         out[f"{name} send decode"] = lambda f=frame: per_op(ops, lambda: decode(f))
         out[f"{name} send encode"] = lambda c=cmd: per_op(ops, lambda: encode(c))
         out[f"{name} reply encode"] = lambda r=reply: per_op(ops, lambda: encode(r))
+    # a pull's response with 32 stored records of 1 KB: whole frame, or header and body apart
+    pull = RemotingCommand(code=RequestCode.PULL_MESSAGE, opaque=7).response(
+        0,
+        ext_fields={
+            "suggestWhichBrokerId": "0",
+            "nextBeginOffset": "132",
+            "minOffset": "0",
+            "maxOffset": "5000",
+        },
+        body=b"r" * (32 * 1100),
+    )
+    out["pull reply (32 x 1 KB) encode"] = lambda: per_op(ops, lambda: encode(pull))
+    out["pull reply (32 x 1 KB) encode_parts"] = lambda: per_op(ops, lambda: encode_parts(pull))
     stream = encode(send(SerializeType.JSON)) * 64
 
     def split() -> float:

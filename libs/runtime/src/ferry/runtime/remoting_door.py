@@ -24,7 +24,7 @@ from typing import Any
 from ferry.protocol.errors import FerryError, InvalidParameterError
 from ferry.protocol.messages import AnyReply, ErrorReply, OkReply
 from ferry.protocol.rocketmq.codes import ONEWAY_FLAG, RESPONSE_FLAG
-from ferry.protocol.rocketmq.command import CommandError, RemotingCommand, decode, encode
+from ferry.protocol.rocketmq.command import CommandError, RemotingCommand, decode, encode_parts
 from ferry.runtime.call import Payload, error_reply
 from ferry.runtime.remoting_auth import authenticate
 from ferry.runtime.security import settings as security_settings
@@ -264,11 +264,12 @@ class RemotingDoor:
 
     def send(self, conn: Connection, cmd: RemotingCommand) -> None:
         try:
-            frame = encode(cmd)
+            parts = encode_parts(cmd)
         except CommandError as exc:
             self.complaints.warning("%s: cannot encode %d: %s", self, cmd.code, exc)
-            frame = encode(RemotingCommand(code=SYSTEM_ERROR, opaque=cmd.opaque, flag=cmd.flag))
-        conn.send(frame)
+            error = RemotingCommand(code=SYSTEM_ERROR, opaque=cmd.opaque, flag=cmd.flag)
+            parts = encode_parts(error)
+        conn.send(parts)
 
     def notify(self, conn: Connection, body: AnyReply) -> None:
         if self._to_notice is None or conn.closed:

@@ -143,6 +143,12 @@ def _str_ext(ext: dict[str, Any]) -> dict[str, str]:
 
 def encode(cmd: RemotingCommand) -> bytes:
     """The whole frame of cmd, its 4-byte total length included."""
+    return b"".join(encode_parts(cmd))
+
+
+def encode_parts(cmd: RemotingCommand) -> tuple[bytes, bytes]:
+    """The frame of cmd as (lengths and header, body): written one after the other, a pull's
+    records go out without being copied into the frame."""
     kind = cmd.serialize_type
     if kind == _JSON:
         header = _encode_json_header(cmd)
@@ -155,7 +161,7 @@ def encode(cmd: RemotingCommand) -> bytes:
         raise CommandError(f"header of {size} bytes does not fit in 24 bits")
     body = cmd.body
     head = _FRAME_HEAD.pack(4 + size + len(body), (cmd.serialize_type << 24) | size)
-    return b"".join((head, header, body))
+    return head + header, body
 
 
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
