@@ -78,4 +78,6 @@ def test_consumers_read_every_acknowledged_message_from_the_slave_after_the_mast
     except pytest.fail.Exception as exc:
         pytest.fail(f"{exc}\n{ha_stack.logs('broker-s-remoting')}")
     assert acked <= {m.body for m in got}
-    assert {m.store_host for m in got} <= {ha_stack.broker_addr}  # records are byte-identical
+    # records are byte-identical: their store host is the master's (its RocketMQ door's address,
+    # where RocketMQ clients send a consumed message back)
+    assert {m.store_host for m in got} <= {ha_stack.rocketmq_broker_addr}
