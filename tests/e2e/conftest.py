@@ -390,10 +390,12 @@ HOSTS = ("127.0.0.21", "127.0.0.22", "127.0.0.23")
 FIRST_HOST = ("namesrv", "etcd", "controller", "broker-a")
 PORT_KEYS = (
     "NAMESRV_PORT",
+    "NATIVE_NAMESRV_PORT",
     "CONTROLLER_PORT",
     "ETCD_CLIENT_PORT",
     "ETCD_PEER_PORT",
     "BROKER_A_PORT",
+    "NATIVE_BROKER_A_PORT",
     "BROKER_A_HA_PORT",
 )
 
@@ -424,7 +426,7 @@ def host_settings(image: str) -> dict[str, str]:
     return {
         "FERRY_IMAGE": image,
         **ports,
-        "NAMESRV_ADDR": f"{first}:{ports['NAMESRV_PORT']}",
+        "NAMESRV_ADDR": f"{first}:{ports['NATIVE_NAMESRV_PORT']}",
         "CONTROLLER_ADDR": f"{first}:{ports['CONTROLLER_PORT']}",
         "ETCD_ENDPOINTS": f"http://{first}:{ports['ETCD_CLIENT_PORT']}",
         "ETCD_NAME": "etcd-1",

@@ -52,7 +52,7 @@ def test_a_group_over_three_hosts_fails_over_to_another_host(hosts: list[Compose
     wait_for(lambda: broker_a(controller)[2] == [1, 2, 3], 90, "three replicas in sync")
     master_id, epoch, _ = broker_a(controller)
     # each replica registered its own host's address (the one the others dial)
-    addrs = [f"{stack.settings['HOST_IP']}:{settings['BROKER_A_PORT']}" for stack in hosts]
+    addrs = [f"{stack.settings['HOST_IP']}:{settings['NATIVE_BROKER_A_PORT']}" for stack in hosts]
     with Admin(namesrv) as admin:
 
         def registered() -> bool:
