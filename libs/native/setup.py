@@ -8,7 +8,16 @@ on without it and ferry.native.ENABLED is False, so the Python code runs.
 from setuptools import Extension, setup
 
 SRC = "src/ferry/native/"
-UNITS = ["_speedups.c", "record.c", "store.c", "index.c", "sdk.c", "sdk_receive.c", "sdk_send.c"]
+UNITS = [
+    "_speedups.c",
+    "record.c",
+    "store.c",
+    "index.c",
+    "sdk.c",
+    "sdk_receive.c",
+    "sdk_send.c",
+    "door.c",
+]
 
 setup(
     ext_modules=[

@@ -14,6 +14,7 @@ import os
 
 try:
     from ferry.native._speedups import (
+        batch_records,
         bind_sdk,
         crc32,
         decode_records,
@@ -40,6 +41,7 @@ ENABLED = BUILT and os.environ.get("FERRY_NATIVE", "1") != "0"
 __all__ = [
     "BUILT",
     "ENABLED",
+    "batch_records",
     "bind_sdk",
     "crc32",
     "decode_records",

@@ -16,8 +16,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups",
 typedef int (*UnitInit)(PyObject *module);
 
 PyMODINIT_FUNC PyInit__speedups(void) {
-    static const UnitInit units[] = {ferry_record_init, ferry_store_init,       ferry_index_init,
-                                     ferry_sdk_init,    ferry_sdk_receive_init, ferry_sdk_send_init};
+    static const UnitInit units[] = {ferry_record_init,   ferry_store_init,       ferry_index_init,
+                                     ferry_sdk_init,      ferry_sdk_receive_init, ferry_sdk_send_init,
+                                     ferry_door_init};
     PyObject *m = PyModule_Create(&module);
     for (size_t i = 0; m && i < sizeof units / sizeof units[0]; i++) {
         if (units[i](m) < 0) Py_CLEAR(m);

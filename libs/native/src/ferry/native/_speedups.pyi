@@ -89,6 +89,20 @@ def plain_message(msg: Any, base_size: int, max_text: int, cls: type, /) -> Any:
 def plain_messages(
     msgs: list[Any], topic: str, base_size: int, max_text: int, cls: type, /
 ) -> list[Any] | None: ...
+def batch_records(
+    body: Any,
+    tail: bytes,
+    queue_id: int,
+    sysflag: int,
+    born_timestamp: int,
+    host: bytes,
+    reconsume_times: int,
+    /,
+) -> tuple[bytes, int] | None:
+    """A RocketMQ batch body's items as records (the door's send path); None when an item's
+    sizes do not add up, a number does not fit its field or the batch is empty: the Python
+    reference (ferry.remoting.door.send_records) then names the failure."""
+
 def send_results(
     cls: type,
     status: Any,

@@ -3,8 +3,8 @@
  *
  * The units, one per user: record.c (CRC-32), store.c (the broker-store's batch scan, stamp
  * and pull ranges), index.c (the index's key hashes and entries), sdk.c with sdk_receive.c
- * and sdk_send.c (the client's decode, encode and send results), and _speedups.c, which
- * makes the module of them all. The record layout (offsets, sizes, magic codes, flags) is
+ * and sdk_send.c (the client's decode, encode and send results), door.c (the RocketMQ
+ * door's batch body as records), and _speedups.c, which makes the module of them all. The record layout (offsets, sizes, magic codes, flags) is
  * record_layout.h, generated from ferry.protocol.record_layout by libs/native/gen_layout.py.
  */
 #ifndef FERRY_SPEEDUPS_H
@@ -117,6 +117,7 @@ int ferry_store_init(PyObject *module);
 int ferry_sdk_init(PyObject *module);
 int ferry_sdk_receive_init(PyObject *module);
 int ferry_sdk_send_init(PyObject *module);
+int ferry_door_init(PyObject *module);
 /* A new bind_sdk makes the receive and send units forget the classes they resolved */
 void ferry_sdk_receive_forget(void);
 void ferry_sdk_send_forget(void);
