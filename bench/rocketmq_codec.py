@@ -1,6 +1,7 @@
 """The RocketMQ remoting codec's cost per frame: encode and decode of a SEND_MESSAGE as the
 rocketmq 0.4.4 client sends it (JSON header, its 12 header fields, a 128-byte body), its
-reply, the same in ROCKETMQ binary headers, and the splitting of a stream of them.
+reply, the same in ROCKETMQ binary headers, and the splitting of a stream of them. Also the
+door's batch body as records (32 items of 128 bytes), in C and in Python.
 
     uv run --frozen --all-packages python bench/rocketmq_codec.py [--runs 5] [--ops 100000]
 
@@ -16,6 +17,8 @@ from collections.abc import Callable
 
 from common import Figure, report
 
+from ferry import native
+from ferry.protocol import record
 from ferry.protocol.rocketmq import (
     FrameSplitter,
     LanguageCode,
@@ -26,6 +29,7 @@ from ferry.protocol.rocketmq import (
     encode,
 )
 from ferry.protocol.rocketmq.command import encode_parts
+from ferry.remoting.door.send_records import batch_records, batch_records_py
 
 # the fields of a send as captured from the client
 # (docs/perf-notes/2026-12-02-rocketmq-client-wire.md)
@@ -104,6 +108,45 @@ def cases(ops: int) -> dict[str, Callable[[], float]]:
         return per_op(ops // 64, lambda: splitter.feed(stream)) / 64
 
     out["split, per frame (64 a chunk)"] = split
+    out.update(batch_cases(ops))
+    return out
+
+
+def batch_cases(ops: int) -> dict[str, Callable[[], float]]:
+    """A batch body of 32 items of 128 bytes, as the client sends it, as records."""
+    props = SEND_EXT["properties"].encode()
+    item_size = 20 + 128 + 2 + len(props)  # total, magic, crc, flag, bodyLen; propLen
+    item = b"".join(
+        (
+            item_size.to_bytes(4, "big"),
+            bytes(12),
+            (128).to_bytes(4, "big"),
+            b"x" * 128,
+            len(props).to_bytes(2, "big"),
+            props,
+        )
+    )
+    body = item * 32
+    host = record.pack_host("127.0.0.1:50000")
+
+    def as_records(fn: Callable[..., tuple[bytes, int]]) -> Callable[[], object]:
+        return lambda: fn(
+            "BenchTopic",
+            body,
+            queue_id=2,
+            sysflag=0,
+            born_timestamp=1796222671265,
+            host=host,
+            reconsume_times=0,
+        )
+
+    out: dict[str, Callable[[], float]] = {
+        "batch 32 x 128 B as records, Python": lambda: per_op(
+            ops // 10, as_records(batch_records_py)
+        )
+    }
+    if native.ENABLED:  # batch_records takes the C loop
+        out["batch 32 x 128 B as records, C"] = lambda: per_op(ops, as_records(batch_records))
     return out
 
 
