@@ -224,3 +224,30 @@ def test_tools_get_a_rocketmq_consumer_s_running_info_through_the_broker(
     assert f'"topic" : "{topic}"'.encode() in info.body  # its queues, in mqTable
     assert direct.code == ResponseCode.SYSTEM_ERROR
     assert "did not answer" in direct.remark
+
+
+def test_a_reset_by_time_makes_a_running_rocketmq_consumer_consume_again(
+    cluster: LocalCluster, producer: Producer, consumers: Callable[..., RocketMQConsumer]
+) -> None:
+    # mqadmin resetOffsetByTime / the dashboard's reset (222): the broker sets the offsets and
+    # tells the running client (220), which pulls from there
+    topic = new_topic(cluster, "RmqReset")
+    group = "cg-rmq-reset"
+    consumer = consumers(group, topic).start()
+    probe_until_consumed(producer, topic, [consumer])
+    since = int(time.time() * 1000)
+    bodies = {f"again-{i}" for i in range(8)}
+    for i, body in enumerate(sorted(bodies)):
+        producer.send(Message(topic, body), on_queue, i % QUEUES)
+    wait_for(lambda: bodies <= set(consumer.bodies()), 30, "the first delivery")
+    with RemotingClient(cluster.broker_rocketmq_addr) as tool:
+        wait_for(lambda: committed_to_the_end(tool, group, topic), 30, "offsets committed")
+        fields = {"topic": topic, "group": group, "timestamp": str(since), "isForce": "true"}
+        got = tool.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)
+    assert got.code == ResponseCode.SUCCESS, got.remark
+
+    def twice() -> bool:
+        seen = consumer.bodies()
+        return all(seen.count(b) >= 2 for b in bodies)
+
+    wait_for(twice, 30, "every message consumed again after the reset")

@@ -44,8 +44,9 @@ MIN_FRAME_BYTES = 4  # the header length word
 ToRequest = Callable[[RemotingCommand, "DoorCall"], Any]
 # (the request, the Ferry reply, its payload) -> the response
 ToResponse = Callable[[RemotingCommand, Any, Payload], RemotingCommand]
-# a notice (a typed message the service sends unasked) -> the request that carries it
-ToNotice = Callable[[AnyReply], RemotingCommand | None]
+# a notice (a typed message the service sends unasked), the connection it goes to -> the
+# request that carries it
+ToNotice = Callable[[AnyReply, Connection], RemotingCommand | None]
 # the client's response to a request the door asked it, or None: no answer in time, or closed
 OnAnswer = Callable[[RemotingCommand | None], None]
 
@@ -274,7 +275,7 @@ class RemotingDoor:
     def notify(self, conn: Connection, body: AnyReply) -> None:
         if self._to_notice is None or conn.closed:
             return
-        cmd = self._to_notice(body)
+        cmd = self._to_notice(body, conn)
         if cmd is None:
             return
         cmd.opaque = next(self._opaques)

@@ -65,10 +65,11 @@ class RemotingClient:
         *,
         serialize_type: SerializeType = SerializeType.JSON,
         timeout_s: float = 10.0,
+        language: LanguageCode = LanguageCode.CPP,
     ) -> RemotingCommand:
         """Sends one request and returns its response (requests the server sends meanwhile
         are kept in requests_in)."""
-        opaque = self.send(code, ext, body, serialize_type=serialize_type)
+        opaque = self.send(code, ext, body, serialize_type=serialize_type, language=language)
         deadline = time.monotonic() + timeout_s
         while True:
             cmd = self.receive(max(0.01, deadline - time.monotonic()))

@@ -10,8 +10,9 @@ reply to a response); server.py puts them together and serves them on rocketmqLi
   pull_route.py: PULL_MESSAGE; offset_routes.py: the offset codes;
 - admin.py, admin_queries.py, admin_json.py: the codes mqadmin and the dashboard use, and
   the JSON bodies RocketMQ's tools read; asks.py runs the several requests one of them needs;
+  reset_offset.py: INVOKE_BROKER_TO_RESET_OFFSET;
 - notices.py: what the broker sends a client unasked (NOTIFY_CONSUMER_IDS_CHANGED,
-  CHECK_TRANSACTION_STATE);
+  CHECK_TRANSACTION_STATE, RESET_CONSUMER_CLIENT_OFFSET);
 - client_calls.py: what the tools ask a client through the broker (GET_CONSUMER_RUNNING_INFO,
   CONSUME_MESSAGE_DIRECTLY), asked on the client's connection and the answer relayed.
 """

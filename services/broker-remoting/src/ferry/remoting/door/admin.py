@@ -44,7 +44,8 @@ from ferry.protocol.rocketmq.command import RemotingCommand
 from ferry.protocol.rocketmq.fields import SUCCESS, ext, ext_bool, ext_int, json_body, ok
 from ferry.remoting.calls import Handler
 from ferry.remoting.door import admin_json as shapes
-from ferry.remoting.door import admin_queries
+from ferry.remoting.door import admin_queries, reset_offset
+from ferry.remoting.door.asks import Asks
 from ferry.remoting.processors import BrokerProcessors
 from ferry.runtime.remoting_door import DoorCall, Route
 
@@ -189,4 +190,5 @@ def routes(processors: BrokerProcessors) -> dict[int, Route]:
         RequestCode.UPDATE_BROKER_CONFIG: Route(_update_config, _done),
     }
     table.update(admin_queries.routes(handlers, name))
+    table.update(reset_offset.routes(Asks(handlers), name))
     return table

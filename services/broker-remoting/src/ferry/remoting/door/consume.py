@@ -35,7 +35,7 @@ from ferry.protocol.messages import (
 from ferry.protocol.rocketmq.codes import ONEWAY_FLAG, RequestCode
 from ferry.protocol.rocketmq.command import RemotingCommand
 from ferry.protocol.rocketmq.fields import ext, ext_int, ok
-from ferry.remoting.door import offset_routes, pull_route
+from ferry.remoting.door import notices, offset_routes, pull_route
 from ferry.remoting.processors import BrokerProcessors
 from ferry.runtime.remoting_door import DoorCall, RemotingDoor, Route
 from ferry.runtime.tcp_door import Connection
@@ -191,6 +191,7 @@ def _heartbeat(clients: DoorClients) -> Any:
             version=str(cmd.version),
         )
         clients.seen(beat.clientID, call.conn)
+        call.conn.state[notices.LANGUAGE] = cmd.language  # how notices are shaped for it
         call.conn.state.setdefault(pull_route.SUBSCRIPTIONS, {}).update(subscriptions)
         return req
 

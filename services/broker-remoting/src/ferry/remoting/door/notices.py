@@ -11,17 +11,52 @@ from __future__ import annotations
 import struct
 
 from ferry.protocol import record
-from ferry.protocol.messages import AnyReply, CheckTransactionStateNotice, ConsumerIdsChangedNotice
-from ferry.protocol.rocketmq.codes import ONEWAY_FLAG, RequestCode
+from ferry.protocol.messages import (
+    AnyReply,
+    CheckTransactionStateNotice,
+    ConsumerIdsChangedNotice,
+    ResetOffsetNotice,
+)
+from ferry.protocol.rocketmq.codes import ONEWAY_FLAG, LanguageCode, RequestCode
 from ferry.protocol.rocketmq.command import RemotingCommand
+from ferry.protocol.rocketmq.fields import json_body
+from ferry.remoting.door import admin_json as shapes
+from ferry.runtime.tcp_door import Connection
+
+LANGUAGE = "language"  # conn.state key: the language of the client's heartbeats
 
 
-def to_notice(body: AnyReply) -> RemotingCommand | None:
+def to_notice(body: AnyReply, conn: Connection | None = None) -> RemotingCommand | None:
     if isinstance(body, ConsumerIdsChangedNotice):
         return RemotingCommand(
             code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
             flag=ONEWAY_FLAG,
             ext_fields={"consumerGroup": body.consumer_group},
+        )
+    if isinstance(body, ResetOffsetNotice):
+        if conn is not None and conn.state.get(LANGUAGE) == LanguageCode.CPP:
+            # the C++ client reads a list of queues with their offsets (RocketMQ's ForC body)
+            table = json_body(
+                [
+                    {**shapes.queue_key(e.topic, body.broker_name, e.queue_id), "offset": e.offset}
+                    for e in body.offsets
+                ]
+            )
+        else:
+            table = shapes.table_with_queue_keys(
+                (shapes.queue_key(e.topic, body.broker_name, e.queue_id), e.offset)
+                for e in body.offsets
+            )
+        return RemotingCommand(
+            code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+            flag=ONEWAY_FLAG,
+            ext_fields={
+                "topic": body.topic,
+                "group": body.consumer_group,
+                "timestamp": "0",
+                "isForce": "true",
+            },
+            body=b'{"offsetTable":' + table + b"}",
         )
     if isinstance(body, CheckTransactionStateNotice):
         fields = {
