@@ -9,8 +9,8 @@ Building is idempotent and safe when several pytest workers ask at once: an excl
 lock serialises them, and a marker written last tells a finished venv from one whose build
 was cut short (that one is removed and built again).
 
-Run `python -m ferry.runtime.testing.client_venvs` to build it ahead of the tests; it prints
-the python's path.
+Run `python -m ferry.runtime.testing.client_venvs` to build both ahead of the tests; it prints
+each python's path (`... client_venvs remoting` or `... grpc` builds one).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 ROCKETMQ_REMOTING_CLIENT = "rocketmq==0.4.4"
+ROCKETMQ_GRPC_CLIENT = "rocketmq-python-client==5.1.2"
 _MARKER = "ferry-venv-complete"
 
 
@@ -36,6 +37,12 @@ def repo_root() -> Path:
 def rocketmq_remoting_python(root: Path | None = None) -> Path:
     """The python of a venv holding exactly `rocketmq==0.4.4`, built when missing."""
     return client_venv_python("rocketmq-0.4.4", [ROCKETMQ_REMOTING_CLIENT], root=root)
+
+
+def rocketmq_grpc_python(root: Path | None = None) -> Path:
+    """The python of a venv holding `rocketmq-python-client==5.1.2` (RocketMQ 5's gRPC client)
+    and what pip picks for its unpinned grpcio, protobuf and opentelemetry, built when missing."""
+    return client_venv_python("rocketmq-python-client-5.1.2", [ROCKETMQ_GRPC_CLIENT], root=root)
 
 
 def client_venv_python(name: str, requirements: list[str], *, root: Path | None = None) -> Path:
@@ -80,8 +87,16 @@ def _run(argv: list[str]) -> None:
         )
 
 
-def main() -> None:
-    print(rocketmq_remoting_python())
+_BUILDERS = {"remoting": rocketmq_remoting_python, "grpc": rocketmq_grpc_python}
+
+
+def main(argv: list[str] | None = None) -> None:
+    names = (sys.argv[1:] if argv is None else argv) or list(_BUILDERS)
+    unknown = [name for name in names if name not in _BUILDERS]
+    if unknown:
+        raise SystemExit(f"unknown client venv {unknown}; choose from {sorted(_BUILDERS)}")
+    for name in names:
+        print(_BUILDERS[name]())
 
 
 if __name__ == "__main__":
