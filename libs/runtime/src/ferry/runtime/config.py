@@ -32,6 +32,7 @@ __all__ = [
     "BrokerConfig",
     "C",
     "NamesrvConfig",
+    "ProxyConfig",
     "known_keys",
     "load_config",
     "overlay_path",
@@ -78,6 +79,34 @@ class NamesrvConfig(SecurityConfig, rename=_conf_name, kw_only=True):
         if self.scan_not_active_broker_interval <= 0:
             raise ConfigError("scanNotActiveBrokerInterval must be more than 0 ms")
         self.check_security()
+
+
+class ProxyConfig(SecurityConfig, rename=_conf_name, kw_only=True):
+    """The gRPC proxy's (services/proxy): RocketMQ 5's clients dial proxyListenPort on
+    listenHost; it finds the brokers through namesrvAddr, as a client does."""
+
+    namesrv_addr: str = "127.0.0.1:9876"
+    listen_host: str = "127.0.0.1"
+    proxy_listen_port: int = 8081  # 0: a free port
+    # the largest body a client may send, given to the clients in their Settings
+    max_message_size: int = 4 * 1024 * 1024
+
+    def check(self) -> None:
+        if not self.namesrv_addr.strip():
+            raise ConfigError("namesrvAddr is required (host:port[;host:port])")
+        if not 0 <= self.proxy_listen_port <= 65535:
+            raise ConfigError(f"proxyListenPort {self.proxy_listen_port} is not a port")
+        if not 0 < self.max_message_size <= 64 * 1024 * 1024:
+            raise ConfigError("maxMessageSize must be between 1 byte and 64 MiB")
+        self.check_security()
+        if self.authentication_enabled or self.tls_enable:
+            raise ConfigError(
+                "the proxy does not serve authenticationEnabled or tlsEnable yet (issue 41)"
+            )
+
+    @property
+    def advertised_host(self) -> str:
+        return "127.0.0.1" if self.listen_host in ("", "0.0.0.0", "*") else self.listen_host
 
 
 class BrokerConfig(SecurityConfig, rename=_conf_name, kw_only=True):

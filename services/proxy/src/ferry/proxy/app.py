@@ -1,0 +1,96 @@
+"""The proxy's composition root: a grpc.aio server and ferry.client.aio's Producer on one
+asyncio loop, in the main thread.
+
+One loop rather than a gRPC thread pool beside the SDK: every call is a coroutine that awaits
+the SDK directly, with no hand-off between threads, and the Producer's automatic batching
+joins the sends of concurrent calls into one request per broker. The proxy keeps no state of
+its own: routes come from the name servers, messages go to the brokers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+
+import grpc
+
+from ferry.client.aio import Producer
+from ferry.proxy.convert import ServerSettings
+from ferry.proxy.routes import RouteLookup
+from ferry.proxy.service import MessagingService
+from ferry.runtime.config import DEFAULT_DELAY_LEVELS, ProxyConfig, parse_delay_levels
+from ferry.runtime.endpoints import announce_ready
+
+log = logging.getLogger("ferry.proxy")
+
+SERVICE_NAME = "proxy"
+PRODUCER_GROUP = "FERRY_PROXY_PRODUCER"
+STOP_GRACE_S = 2.0
+PARENT_CHECK_S = 0.5
+# a retried delivery waits as RocketMQ's retries do: the delay levels from the third (10 s) on
+RETRY_DELAYS_MS = tuple(parse_delay_levels(DEFAULT_DELAY_LEVELS)[2:])
+
+
+class ListenError(Exception):
+    """The gRPC port cannot be bound."""
+
+
+class ProxyApp:
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.settings = ServerSettings(
+            max_body_size=config.max_message_size,
+            consume_backoff_ms=RETRY_DELAYS_MS,
+            consume_attempts=len(RETRY_DELAYS_MS) + 1,
+        )
+
+    def run(self) -> None:
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        config = self.config
+        producer = Producer(
+            PRODUCER_GROUP, config.namesrv_addr, max_message_size=config.max_message_size
+        )
+        routes = RouteLookup(config.namesrv_addr)
+        server = grpc.aio.server()
+        try:
+            port = server.add_insecure_port(f"{config.listen_host}:{config.proxy_listen_port}")
+        except RuntimeError as err:  # grpc's "Failed to bind"
+            raise ListenError(str(err)) from None
+        if port == 0:  # older grpc's way to say the same
+            raise ListenError("the port is in use or the host is not this machine's")
+        where = (config.advertised_host, port)
+        service = MessagingService(producer, routes, self.settings, where)
+        server.add_generic_rpc_handlers((service.handler(),))
+        await producer.start()
+        routes.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        watch = asyncio.create_task(_watch_parent(stop))
+        try:
+            await server.start()
+            announce_ready(SERVICE_NAME, grpc=f"{where[0]}:{where[1]}")
+            log.info("proxy serving gRPC on %s:%d", *where)
+            await stop.wait()
+            log.info("proxy stopping")
+        finally:
+            watch.cancel()
+            await server.stop(STOP_GRACE_S)
+            await producer.shutdown()
+            await routes.close()
+
+
+async def _watch_parent(stop: asyncio.Event) -> None:
+    """Stops the proxy when the process that started it (FERRY_PARENT_PID) is gone."""
+    parent = os.environ.get("FERRY_PARENT_PID", "")
+    if not parent.isdigit():
+        return
+    while os.getppid() == int(parent):
+        await asyncio.sleep(PARENT_CHECK_S)
+    log.warning("parent %s is gone, stopping", parent)
+    stop.set()

@@ -1,0 +1,175 @@
+"""apache.rocketmq.v2.MessagingService on grpc.aio: the calls the proxy serves, and a Status
+for every other one.
+
+Every reply carries a Status (the client takes a reply without one, or with code 0, as
+illegal). A handler that fails unexpectedly answers INTERNAL_ERROR and the proxy keeps
+serving; a call the proxy does not serve yet answers NOT_IMPLEMENTED naming it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from ferry.protocol.errors import FerryError
+from ferry.proxy import convert
+from ferry.proxy.errors import ProxyError, status_of
+from ferry.proxy.protocol import SERVICE, ClientType, Code, Method, Pb, methods
+from ferry.proxy.routes import RouteLookup, route_queues
+from ferry.proxy.sending import SERVED_TYPES, Sender, send_all
+
+log = logging.getLogger("ferry.proxy.service")
+
+Unary = Callable[[Pb, Any], Awaitable[Pb]]
+Streaming = Callable[[AsyncIterator[Pb], Any], AsyncIterator[Pb]]
+CLIENT_ID = "x-mq-client-id"
+
+
+class MessagingService:
+    """The handlers; `where` is the proxy's own address, named in routes when the client's
+    request names none."""
+
+    def __init__(
+        self,
+        producer: Sender,
+        routes: RouteLookup,
+        settings: convert.ServerSettings,
+        where: tuple[str, int],
+    ) -> None:
+        self._producer = producer
+        self._routes = routes
+        self._settings = settings
+        self._where = where
+
+    # ---- the calls ----
+
+    async def query_route(self, request: Pb, _context: Any) -> Pb:
+        topic = convert.topic_name(request.topic)
+        route = await self._routes.route(topic)
+        queues = route_queues(route, tuple(int(t) for t in SERVED_TYPES))
+        where = request.endpoints if len(request.endpoints.addresses) else None
+        if where is None:
+            where = convert.endpoints(*self._where)
+        return convert.route_response(request.topic, queues, where)
+
+    async def heartbeat(self, request: Pb, context: Any) -> Pb:
+        _client_id(context)
+        if int(request.client_type) not in {int(t) for t in ClientType}:
+            raise ProxyError(
+                Code.UNRECOGNIZED_CLIENT_TYPE, f"client type {request.client_type} is unknown"
+            )
+        return METHODS["Heartbeat"].reply(Code.OK, convert.OK_STATUS_TEXT)
+
+    async def send_message(self, request: Pb, _context: Any) -> Pb:
+        messages = [convert.inbound(m) for m in request.messages]
+        if not messages:
+            raise ProxyError(Code.BAD_REQUEST, "SendMessage carries no message")
+        entries = await send_all(self._producer, messages, self._settings.max_body_size)
+        return convert.send_response(entries)
+
+    async def notify_client_termination(self, _request: Pb, _context: Any) -> Pb:
+        return METHODS["NotifyClientTermination"].reply(Code.OK, convert.OK_STATUS_TEXT)
+
+    async def telemetry(self, commands: AsyncIterator[Pb], context: Any) -> AsyncIterator[Pb]:
+        """The client's Settings answered with the server's; other commands (a thread dump,
+        a verify result the proxy never asked for) are logged and dropped."""
+        client_id = _client_id(context)
+        async for command in commands:
+            kind = command.WhichOneof("command")
+            if kind == "settings":
+                yield convert.settings_command(command.settings, self._settings)
+            else:
+                log.debug("telemetry from %s: %s ignored", client_id, kind)
+
+    # ---- the table grpc serves ----
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """Every method of the service: the ones above, and a Status for the others."""
+        served: dict[str, Unary] = {
+            "QueryRoute": self.query_route,
+            "Heartbeat": self.heartbeat,
+            "SendMessage": self.send_message,
+            "NotifyClientTermination": self.notify_client_termination,
+        }
+        streams: dict[str, Streaming] = {"Telemetry": self.telemetry}
+        handlers = {}
+        for name, method in METHODS.items():
+            serdes = {
+                "request_deserializer": method.request.FromString,
+                "response_serializer": method.response.SerializeToString,
+            }
+            if name in served:
+                handlers[name] = grpc.unary_unary_rpc_method_handler(
+                    _guarded(method, served[name]), **serdes
+                )
+            elif name in streams:
+                handlers[name] = grpc.stream_stream_rpc_method_handler(
+                    _guarded_stream(method, streams[name]), **serdes
+                )
+            else:
+                handlers[name] = _not_served(method, serdes)
+        return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+
+METHODS = methods()
+
+
+def _client_id(context: Any) -> str:
+    metadata = {str(k): v for k, v in (context.invocation_metadata() or ())}
+    client_id = metadata.get(CLIENT_ID)
+    if not client_id:
+        raise ProxyError(Code.CLIENT_ID_REQUIRED, f"the call has no {CLIENT_ID} metadata")
+    return str(client_id)
+
+
+def _failure(method: Method, err: Exception) -> tuple[Code, str]:
+    if isinstance(err, ProxyError):
+        return err.code, err.message
+    if isinstance(err, FerryError):
+        return status_of(err)
+    log.exception("%s failed", method.name, exc_info=err)
+    return Code.INTERNAL_ERROR, f"{method.name} failed in the proxy: {type(err).__name__}"
+
+
+def _guarded(method: Method, fn: Unary) -> Unary:
+    async def call(request: Pb, context: Any) -> Pb:
+        try:
+            return await fn(request, context)
+        except Exception as err:  # noqa: BLE001 - answered with its Status, logged if unknown
+            return method.reply(*_failure(method, err))
+
+    return call
+
+
+def _guarded_stream(method: Method, fn: Streaming) -> Streaming:
+    async def call(requests: AsyncIterator[Pb], context: Any) -> AsyncIterator[Pb]:
+        try:
+            async for reply in fn(requests, context):
+                yield reply
+        except Exception as err:  # noqa: BLE001 - answered with its Status, logged if unknown
+            yield method.reply(*_failure(method, err))
+
+    return call
+
+
+def _not_served(method: Method, serdes: dict[str, Any]) -> grpc.RpcMethodHandler:
+    text = f"{method.name} is not served by this proxy yet"
+
+    async def unary(_request: Pb, _context: Any) -> Pb:
+        return method.reply(Code.NOT_IMPLEMENTED, text)
+
+    async def stream(_request: Pb, _context: Any) -> AsyncIterator[Pb]:
+        yield method.reply(Code.NOT_IMPLEMENTED, text)
+
+    async def duplex(_requests: AsyncIterator[Pb], _context: Any) -> AsyncIterator[Pb]:
+        yield method.reply(Code.NOT_IMPLEMENTED, text)
+
+    if method.client_streaming and method.server_streaming:
+        return grpc.stream_stream_rpc_method_handler(duplex, **serdes)
+    if method.client_streaming:
+        return grpc.stream_unary_rpc_method_handler(unary, **serdes)
+    if method.server_streaming:
+        return grpc.unary_stream_rpc_method_handler(stream, **serdes)
+    return grpc.unary_unary_rpc_method_handler(unary, **serdes)
