@@ -1,5 +1,5 @@
 """The `ferry` command and the RocketMQ-habit aliases mqadmin, mqnamesrv, mqbroker,
-mqcontroller.
+mqcontroller, mqproxy.
 
 Start-up is mostly imports (issue 24.6): nothing heavy is imported here or at the top of the
 command modules (the client, zmq, msgspec, rich, OpenTelemetry and ferry.runtime are imported
@@ -88,3 +88,8 @@ def mqbroker() -> None:
 def mqcontroller() -> None:
     sys.argv = [sys.argv[0], "serve", "controller", *sys.argv[1:]]
     app(prog_name="mqcontroller")
+
+
+def mqproxy() -> None:
+    sys.argv = [sys.argv[0], "serve", "proxy", *sys.argv[1:]]
+    app(prog_name="mqproxy")

@@ -36,7 +36,7 @@ def serve(
         typer.Argument(
             metavar="SERVICE",
             help="namesrv | broker | broker-store | broker-remoting | "
-            "ha-replicator | index | scheduler | checkback | controller",
+            "ha-replicator | index | scheduler | checkback | controller | proxy",
         ),
     ],
     conf: Annotated[Path | None, typer.Option("-c", "--conf", help="broker.conf")] = None,
