@@ -173,7 +173,3 @@ def settings_command(client: Pb, server: ServerSettings) -> Pb:
         for delay_ms in server.consume_backoff_ms:
             policy.customized_backoff.next.add().FromMilliseconds(delay_ms)
     return service_pb.TelemetryCommand(status=status(Code.OK, OK_STATUS_TEXT), settings=settings)
-
-
-def telemetry_status(code: Code, message: str) -> Pb:
-    return service_pb.TelemetryCommand(status=status(code, message))
