@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 
 from ferry.protocol.errors import FerryError
+from ferry.protocol.names import check_topic
 from ferry.proxy import convert
 from ferry.proxy.errors import ProxyError, status_of
 from ferry.proxy.protocol import SERVICE, ClientType, Code, Method, Pb, methods
@@ -47,6 +48,10 @@ class MessagingService:
 
     async def query_route(self, request: Pb, _context: Any) -> Pb:
         topic = convert.topic_name(request.topic)
+        try:
+            check_topic(topic)
+        except FerryError as err:
+            raise ProxyError(Code.ILLEGAL_TOPIC, err.message) from None
         route = await self._routes.route(topic)
         queues = route_queues(route, tuple(int(t) for t in SERVED_TYPES))
         where = request.endpoints if len(request.endpoints.addresses) else None

@@ -1,0 +1,64 @@
+"""`python -m ferry.proxy` refuses what it cannot serve in one line: a port taken (exit 1), a
+config it does not take (exit 2), before it prints READY."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ferry.protocol.errors import ConfigError
+from ferry.runtime.config import ProxyConfig, load_config
+
+pytestmark = pytest.mark.integration
+
+
+def run_proxy(home: Path, *sets: str) -> subprocess.CompletedProcess[str]:
+    args = [a for item in sets for a in ("--set", item)]
+    return subprocess.run(
+        [sys.executable, "-m", "ferry.proxy", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "HOME": str(home)},
+    )
+
+
+def test_a_port_in_use_exits_1_naming_it(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_proxy(tmp_path, f"proxyListenPort={port}", "namesrvAddr=127.0.0.1:1")
+    assert done.returncode == 1, done.stderr
+    assert f"ferry-proxy: cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "READY" not in done.stdout
+
+
+def test_security_it_does_not_serve_yet_exits_2(tmp_path: Path) -> None:
+    inner = '{"accessKey":"inner","secretKey":"secret"}'
+    done = run_proxy(
+        tmp_path, "authenticationEnabled=true", f"innerClientAuthenticationCredentials={inner}"
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "ferry-proxy: the proxy does not serve authenticationEnabled or tlsEnable yet (issue 41)"
+    )
+
+
+def test_config_defaults_and_bounds() -> None:
+    config = load_config(ProxyConfig, None, {}, environ={})
+    assert (config.proxy_listen_port, config.listen_host) == (8081, "127.0.0.1")
+    assert config.max_message_size == 4 * 1024 * 1024
+    assert load_config(ProxyConfig, None, {"listenHost": "0.0.0.0"}, {}).advertised_host == (
+        "127.0.0.1"
+    )
+    with pytest.raises(ConfigError, match="proxyListenPort"):
+        load_config(ProxyConfig, None, {"proxyListenPort": "70000"}, environ={})
+    with pytest.raises(ConfigError, match="namesrvAddr"):
+        load_config(ProxyConfig, None, {"namesrvAddr": " "}, environ={})
