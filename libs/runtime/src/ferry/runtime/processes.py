@@ -26,6 +26,8 @@ MODULES = {
     "scheduler": "ferry.scheduler",
     "checkback": "ferry.scheduler.checkback",
     "controller": "ferry.controller",
+    # RocketMQ 5's gRPC protocol for RocketMQ 5 clients, stateless, beside the name servers
+    "proxy": "ferry.proxy",
     # controller mode's broker side, a process of each `ferry serve broker` tree
     "broker-agent": "ferry.controller.agent",
     # a whole broker group as one process tree (`ferry serve broker`): a replica of controller
