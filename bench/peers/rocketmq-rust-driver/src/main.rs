@@ -12,7 +12,8 @@
 //!
 //! sync and batch send `--warmup` messages first (route lookup, connection), not counted.
 //! The client keeps its own defaults (pull batch, consume threads, batch size 1 per listener
-//! call); the driver installs no log subscriber, so the client's tracing output goes nowhere.
+//! call). The client's tracing output goes nowhere unless FERRY_DRIVER_LOG holds a filter
+//! (`debug`, `rocketmq_client_rust=debug`, ...): then it goes to stderr.
 
 use std::process::ExitCode;
 use std::sync::atomic::AtomicUsize;
@@ -40,6 +41,9 @@ use rocketmq_runtime::RuntimeOwner;
 const USAGE: &str = "usage: driver --namesrv HOST:PORT --topic T --workload sync|batch|consume \
                      --messages N [--body 128] [--batch 32] [--warmup 50] [--group G] \
                      [--timeout-ms 3000] [--consume-timeout-s 120]";
+
+/// Listener calls that may wait for a blocking thread (see main).
+const LISTENER_QUEUE_DEPTH: usize = 65_536;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Workload {
@@ -335,10 +339,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let owner = match RuntimeOwner::plan(RuntimeConfig {
+    let mut runtime_config = RuntimeConfig {
         thread_name: "ferry-bench-driver".into(),
         ..Default::default()
-    })
+    };
+    // The push consumer runs each listener call as a task on the runtime's metadata-io
+    // blocking lane, whose default queue on 2 cores is 16 deep (4 running): a pull of 32
+    // messages per queue, one message per call, overflows it, and each refused call counts
+    // as a failed consume, its message sent back to the broker and redelivered seconds later
+    // (runtime.capacity.exhausted, BlockingQueueAdmission). A deep queue admits them all.
+    runtime_config.blocking_lane_policies.metadata_io.max_queue_depth = LISTENER_QUEUE_DEPTH;
+    let owner = match RuntimeOwner::plan(runtime_config)
     .map_err(|e| format!("{e:?}"))
     .and_then(|plan| plan.build().map_err(|e| e.to_string()))
     {
@@ -347,6 +358,22 @@ fn main() -> ExitCode {
             eprintln!("runtime: {problem}");
             return ExitCode::from(1);
         }
+    };
+    let _telemetry = match std::env::var("FERRY_DRIVER_LOG") {
+        Ok(filter) if !filter.is_empty() => {
+            let mut config = rocketmq_observability::TelemetryBootstrapConfig::default();
+            config.logging.filter = filter;
+            config.logging.file.enabled = false;
+            config.logging.console.ansi = false;
+            match rocketmq_observability::install_global(&config) {
+                Ok(guard) => Some(guard),
+                Err(error) => {
+                    eprintln!("FERRY_DRIVER_LOG: {error}");
+                    None
+                }
+            }
+        }
+        _ => None,
     };
     let context = owner.root_context().component("client");
     let result = owner.block_on(async {
