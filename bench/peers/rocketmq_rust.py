@@ -32,6 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -219,33 +220,49 @@ def measure(system: System, topic: str, workload: str, n: int, **kw: Any) -> dic
     return got
 
 
-def one_round(systems: list[System], r: int, n: int, sync: int) -> dict[str, Runs]:
-    """Every workload on both systems; the first system alternates with the round."""
+def one_round(
+    systems: list[System], r: int, n: int, sync: int, failed: dict[str, dict[str, str]]
+) -> dict[str, Runs]:
+    """Every workload on both systems; the first system alternates with the round. A
+    workload that fails on a system is recorded in `failed` and not tried there again."""
     order = systems if r % 2 == 0 else systems[::-1]
     out: dict[str, Runs] = {s.label: {} for s in systems}
 
-    def keep(system: System, key: str, got: dict[str, Any], *fields: str) -> None:
-        for name in fields:
+    def attempt(system: System, workload: str, fn: Callable[[], dict[str, Any]]) -> None:
+        if workload in failed[system.label]:
+            return
+        try:
+            got = fn()
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as err:
+            failed[system.label][workload] = str(err)
+            print(f"({system.label} {workload} failed: {str(err)[:300]})", flush=True)
+            return
+        for name in FIELDS[workload]:
             value = got.get(name)
             if value is not None:
-                out[system.label].setdefault(f"{key}_{name}", []).append(float(value))
+                out[system.label].setdefault(f"{workload}_{name}", []).append(float(value))
 
     for system in order:
-        got = measure(system, "BenchRustSync", "sync", sync)
-        keep(system, "sync", got, "p50_us", "p99_us", "msg_per_s", "server_cpu_us")
+        attempt(system, "sync", partial(measure, system, "BenchRustSync", "sync", sync))
     for system in order:
-        got = measure(system, "BenchRustBatch", "batch", n)
-        keep(system, "batch", got, "msg_per_s", "p50_us", "server_cpu_us")
+        attempt(system, "batch", partial(measure, system, "BenchRustBatch", "batch", n))
     topic = f"BenchRustConsume{r}"
     for system in order:
-        system.create_topic(topic)
-        run_driver(system.namesrv, topic, "batch", n, warmup=0)  # the messages to consume
-    for system in order:
-        got = measure(system, topic, "consume", n)
-        keep(system, "consume", got, "msg_per_s", "server_cpu_us")
+
+        def consume(system: System = system) -> dict[str, Any]:
+            system.create_topic(topic)
+            run_driver(system.namesrv, topic, "batch", n, warmup=0)  # the messages to consume
+            return measure(system, topic, "consume", n)
+
+        attempt(system, "consume", consume)
     return out
 
 
+FIELDS = {
+    "sync": ("p50_us", "p99_us", "msg_per_s", "server_cpu_us"),
+    "batch": ("msg_per_s", "p50_us", "server_cpu_us"),
+    "consume": ("msg_per_s", "server_cpu_us"),
+}
 ROWS = (
     ("sync_p50_us", "sync send p50, µs (lower is better)"),
     ("sync_p99_us", "sync send p99, µs (lower is better)"),
@@ -271,12 +288,21 @@ def table(runs: dict[str, Runs]) -> tuple[list[str], dict[str, float]]:
     ]
     ratios: dict[str, float] = {}
     for key, name in ROWS:
-        if key not in rust or key not in ferry:
+        if key not in rust and key not in ferry:
             continue
-        ratio = statistics.median(f / r for f, r in zip(ferry[key], rust[key], strict=True))
-        ratios[key] = ratio
-        lines.append(f"| {name} | {spread(rust[key])} | {spread(ferry[key])} | {ratio:.2f} |")
+        a = spread(rust[key]) if key in rust else "failed"
+        b = spread(ferry[key]) if key in ferry else "failed"
+        shown_ratio = "n/a"
+        if key in rust and key in ferry and len(rust[key]) == len(ferry[key]):
+            ratio = statistics.median(f / r for f, r in zip(ferry[key], rust[key], strict=True))
+            ratios[key] = ratio
+            shown_ratio = f"{ratio:.2f}"
+        lines.append(f"| {name} | {a} | {b} | {shown_ratio} |")
     return lines, ratios
+
+
+def last(runs: Runs, key: str) -> str:
+    return f"{runs[key][-1]:.0f}" if key in runs else "failed"
 
 
 def main() -> None:
@@ -298,6 +324,7 @@ def main() -> None:
     began = time.time()
     load_before = os.getloadavg()
     runs: dict[str, Runs] = {RUST: {}, FERRY: {}}
+    failed: dict[str, dict[str, str]] = {RUST: {}, FERRY: {}}
     with tempfile.TemporaryDirectory(prefix="ferry-bench-rmq-rust-") as tmp:
         servers = Servers(Path(tmp))
         cluster = None
@@ -319,16 +346,17 @@ def main() -> None:
                 system.create_topic("BenchRustBatch")
             print(f"{RUST}: name server {rust.namesrv}; {FERRY}: {ferry.namesrv}", flush=True)
             for r in range(args.rounds):
-                for label, more in one_round(systems, r, n, sync).items():
+                for label, more in one_round(systems, r, n, sync, failed).items():
                     for key, values in more.items():
                         runs[label].setdefault(key, []).extend(values)
+                rust_runs, ferry_runs = runs[RUST], runs[FERRY]
                 print(
-                    f"round {r + 1}: sync p50 Rust {runs[RUST]['sync_p50_us'][-1]:.0f} µs, "
-                    f"Ferry {runs[FERRY]['sync_p50_us'][-1]:.0f}; batch Rust "
-                    f"{runs[RUST]['batch_msg_per_s'][-1]:.0f} msg/s, Ferry "
-                    f"{runs[FERRY]['batch_msg_per_s'][-1]:.0f}; consume Rust "
-                    f"{runs[RUST]['consume_msg_per_s'][-1]:.0f} msg/s, Ferry "
-                    f"{runs[FERRY]['consume_msg_per_s'][-1]:.0f}",
+                    f"round {r + 1}: sync p50 Rust {last(rust_runs, 'sync_p50_us')} µs, "
+                    f"Ferry {last(ferry_runs, 'sync_p50_us')}; batch Rust "
+                    f"{last(rust_runs, 'batch_msg_per_s')} msg/s, Ferry "
+                    f"{last(ferry_runs, 'batch_msg_per_s')}; consume Rust "
+                    f"{last(rust_runs, 'consume_msg_per_s')} msg/s, Ferry "
+                    f"{last(ferry_runs, 'consume_msg_per_s')}",
                     flush=True,
                 )
         finally:
@@ -343,6 +371,9 @@ def main() -> None:
         f"load before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}"
     )
     print("\n".join(lines))
+    for label, workloads in failed.items():
+        for workload, why in workloads.items():
+            print(f"{label} {workload} failed: {why[:1000]}")
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"rocketmq_rust-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(
@@ -350,6 +381,7 @@ def main() -> None:
             {
                 "runs": runs,
                 "ratios_ferry_over_rust": ratios,
+                "failed": failed,
                 "rounds": args.rounds,
                 "messages": n,
                 "sync_sends": sync,

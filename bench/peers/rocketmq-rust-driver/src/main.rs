@@ -11,6 +11,7 @@
 //!   consumer's start and rebalance are left out. p50/p99 are null.
 //!
 //! sync and batch send `--warmup` messages first (route lookup, connection), not counted.
+//! After `--max-errors` failed sends (batches) the driver gives up: exit 1, no JSON.
 //! The client keeps its own defaults (pull batch, consume threads, batch size 1 per listener
 //! call). The client's tracing output goes nowhere unless FERRY_DRIVER_LOG holds a filter
 //! (`debug`, `rocketmq_client_rust=debug`, ...): then it goes to stderr.
@@ -40,7 +41,7 @@ use rocketmq_runtime::RuntimeOwner;
 
 const USAGE: &str = "usage: driver --namesrv HOST:PORT --topic T --workload sync|batch|consume \
                      --messages N [--body 128] [--batch 32] [--warmup 50] [--group G] \
-                     [--timeout-ms 3000] [--consume-timeout-s 120]";
+                     [--timeout-ms 3000] [--consume-timeout-s 120] [--max-errors 10]";
 
 /// Listener calls that may wait for a blocking thread (see main).
 const LISTENER_QUEUE_DEPTH: usize = 65_536;
@@ -74,6 +75,7 @@ struct Options {
     group: Option<String>,
     timeout_ms: u64,
     consume_timeout_s: u64,
+    max_errors: usize,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -92,6 +94,7 @@ fn parse_options() -> Result<Options, String> {
         group: None,
         timeout_ms: 3000,
         consume_timeout_s: 120,
+        max_errors: 10,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -115,6 +118,7 @@ fn parse_options() -> Result<Options, String> {
             "--group" => options.group = Some(value),
             "--timeout-ms" => options.timeout_ms = number(&value)?,
             "--consume-timeout-s" => options.consume_timeout_s = number(&value)?,
+            "--max-errors" => options.max_errors = number(&value)? as usize,
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -199,16 +203,25 @@ async fn send_batch(producer: &DefaultMQProducer, options: &Options, body: &[u8]
 async fn run_sync(runtime: &Arc<ClientRuntime>, options: &Options) -> Result<Outcome, String> {
     let body = vec![b'x'; options.body];
     let mut producer = start_producer(runtime, options).await?;
-    for _ in 0..options.warmup {
-        send_one(&producer, options, &body).await;
-    }
-    let mut latencies_us = Vec::with_capacity(options.messages);
     let mut errors = 0;
+    for _ in 0..options.warmup {
+        if !send_one(&producer, options, &body).await {
+            errors += 1;
+            if errors >= options.max_errors {
+                return Err(format!("{errors} warm-up sends failed"));
+            }
+        }
+    }
+    errors = 0;
+    let mut latencies_us = Vec::with_capacity(options.messages);
     let began = Instant::now();
     for _ in 0..options.messages {
         let sent = Instant::now();
         if !send_one(&producer, options, &body).await {
             errors += 1;
+            if errors >= options.max_errors {
+                return Err(format!("{errors} sends failed"));
+            }
         }
         latencies_us.push(sent.elapsed().as_secs_f64() * 1e6);
     }
@@ -226,9 +239,16 @@ async fn run_sync(runtime: &Arc<ClientRuntime>, options: &Options) -> Result<Out
 async fn run_batch(runtime: &Arc<ClientRuntime>, options: &Options) -> Result<Outcome, String> {
     let body = vec![b'x'; options.body];
     let mut producer = start_producer(runtime, options).await?;
+    let mut failed_batches = 0;
     for _ in 0..options.warmup.div_ceil(options.batch) {
-        send_batch(&producer, options, &body, options.batch).await;
+        if !send_batch(&producer, options, &body, options.batch).await {
+            failed_batches += 1;
+            if failed_batches >= options.max_errors {
+                return Err(format!("{failed_batches} warm-up batches failed"));
+            }
+        }
     }
+    failed_batches = 0;
     let mut latencies_us = Vec::with_capacity(options.messages / options.batch + 1);
     let mut errors = 0;
     let mut left = options.messages;
@@ -238,6 +258,10 @@ async fn run_batch(runtime: &Arc<ClientRuntime>, options: &Options) -> Result<Ou
         let sent = Instant::now();
         if !send_batch(&producer, options, &body, len).await {
             errors += len;
+            failed_batches += 1;
+            if failed_batches >= options.max_errors {
+                return Err(format!("{failed_batches} batches failed"));
+            }
         }
         latencies_us.push(sent.elapsed().as_secs_f64() * 1e6);
         left -= len;
