@@ -136,3 +136,37 @@ def test_dev_up_output_has_one_ready_line_and_whole_prefixed_service_lines(
     assert not strays, strays
     listening = {ln.split("]", 1)[0][1:] for ln in lines if "] listening " in ln}
     assert listening == {*services, "broker-remoting"}
+
+
+# what the proxy is asked: RocketMQ 5's QueryRoute with the generated stub, in the client's venv
+PROXY_PROBE = r"""
+import sys
+import grpc
+from rocketmq.grpc_protocol import definition_pb2 as d, service_pb2 as s, service_pb2_grpc
+stub = service_pb2_grpc.MessagingServiceStub(grpc.insecure_channel(sys.argv[1]))
+got = stub.QueryRoute(s.QueryRouteRequest(topic=d.Resource(name="NoSuchTopic")), timeout=10)
+print(got.status.code)
+"""
+
+
+def test_dev_up_with_proxy_port_starts_the_grpc_proxy_on_its_name_server(tmp_path: Path) -> None:
+    from ferry.runtime.testing.client_venvs import rocketmq_grpc_python
+
+    python = rocketmq_grpc_python()
+    dev = DevUp(tmp_path / "data", "--proxy-port", "0")
+    try:
+        proxy = dev.fields["proxy"]
+        assert proxy.rsplit(":", 1)[1].isdigit(), dev.fields
+        (tmp_path / "home").mkdir()  # the client package writes its log under ~/logs
+        probe = subprocess.run(
+            [str(python), "-c", PROXY_PROBE, proxy],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"},
+            check=False,
+        )
+    finally:
+        dev.close()
+    # the proxy asked this cluster's name server: the topic is unknown there
+    assert probe.stdout.split() == ["40402"], probe.stdout + probe.stderr  # TOPIC_NOT_FOUND

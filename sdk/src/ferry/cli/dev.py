@@ -34,6 +34,13 @@ def up(
             "0 = any free port, -1 = none"
         ),
     ] = 0,
+    proxy_port: Annotated[
+        int,
+        typer.Option(
+            help="a gRPC proxy for RocketMQ 5's clients (their endpoints); 0 = any free port, "
+            "-1 = none (the default while the proxy serves sends only: issue 41)"
+        ),
+    ] = -1,
     broker_port: Annotated[int, typer.Option(help="0 = any free port")] = 10911,
     console_port: Annotated[int, typer.Option(help="0 = any free port")] = 8080,
     slave: Annotated[bool, typer.Option("--slave", help="add a slave broker group")] = False,
@@ -73,6 +80,7 @@ def up(
             str(data_dir.resolve()),
             namesrv_port=namesrv_port,
             rocketmq_port=rocketmq_port if rocketmq_port >= 0 else None,
+            proxy_port=proxy_port if proxy_port >= 0 else None,
             broker_port=broker_port,
             conf_file=str(conf) if conf else None,
             overrides=parse_overrides(set_ or []),
@@ -86,9 +94,10 @@ def up(
         raise typer.Exit(1) from None
     controller = f" controller={cluster.controller_addr}" if cluster.controller_addr else ""
     rocketmq = f" rocketmq={cluster.rocketmq_addr}" if cluster.rocketmq_addr else ""
+    proxy = f" proxy={cluster.proxy_addr}" if cluster.proxy_addr else ""
     relay.write(
         f"READY namesrv={cluster.namesrv_addr} console={cluster.console_url} "
-        f"broker={cluster.broker_addr}{controller}{rocketmq}"
+        f"broker={cluster.broker_addr}{controller}{rocketmq}{proxy}"
     )
     try:
         supervise(cluster, stop, relay.write)

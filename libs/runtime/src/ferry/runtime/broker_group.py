@@ -43,6 +43,7 @@ class LocalCluster:
     # and the broker group's master's
     rocketmq_addr: str = ""
     broker_rocketmq_addr: str = ""
+    proxy_addr: str = ""  # the gRPC proxy's endpoint, for RocketMQ 5's clients
     # run after the processes are stopped (a private etcd)
     after_stop: list[Callable[[], None]] = field(default_factory=list)
 

@@ -36,13 +36,16 @@ def start_local_cluster(
     ha: bool = False,
     store_endpoint: str = LOOPBACK_ANY,
     rocketmq_port: int | None = None,
+    proxy_port: int | None = None,
 ) -> LocalCluster:
     """The embedded default of `ferry dev up`: a name server and a broker group, and the
     console when console_port is given (0: any free port). With the console, every broker
     service exports its spans to the console's /v1/traces unless OTEL_* variables say
     where they go. store_endpoint: where the master's store listens for its own services
     (bench/store_endpoint.py compares ipc:// with TCP). rocketmq_port: the name server's
-    RocketMQ door (0: any free port), the brokers' doors then on free ports; None: no doors."""
+    RocketMQ door (0: any free port), the brokers' doors then on free ports; None: no doors.
+    proxy_port: a gRPC proxy for RocketMQ 5's clients on that port (0: any free), once the
+    brokers serve; None: none."""
     cluster = LocalCluster()
     if rocketmq_port is not None:
         overrides = {"rocketmqListenPort": "0", **(overrides or {})}
@@ -91,6 +94,7 @@ def start_local_cluster(
                 env=env,
                 sink=sink,
             )
+            start_proxy(cluster, proxy_port, env=env, sink=sink)
             return cluster
         start_broker_services(
             cluster,
@@ -115,10 +119,29 @@ def start_local_cluster(
             for sp in slave_group.processes:
                 sp.label = sp.name + "-slave"
             cluster.processes.extend(slave_group.processes)
+        if proxy_port is not None and not cluster.namesrv_addr:
+            namesrv_ready()
+        start_proxy(cluster, proxy_port, env=env, sink=sink)
     except BaseException:
         cluster.stop()
         raise
     return cluster
+
+
+def start_proxy(
+    cluster: LocalCluster,
+    port: int | None,
+    *,
+    env: Mapping[str, str] | None = None,
+    sink: LineSink | None = None,
+) -> None:
+    """The gRPC proxy on the cluster's name server (None: no proxy)."""
+    if port is None:
+        return
+    settings = {"namesrvAddr": cluster.namesrv_addr, "proxyListenPort": str(port)}
+    proxy = start_service("proxy", service_args(None, settings), env=env, sink=sink)
+    cluster.processes.append(proxy)
+    cluster.proxy_addr = proxy.endpoints["grpc"]
 
 
 HA_REPLICAS = 3
