@@ -6,23 +6,21 @@ checked with the generated stub: Settings answered, a Status for what is not ser
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import threading
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from ferry.admin import Admin
 from ferry.client import ConsumeFromWhere, MessageExt, PullConsumer
-from ferry.runtime.launcher import LocalCluster, start_local_cluster
-from ferry.runtime.testing.client_venvs import rocketmq_grpc_python
+from ferry.runtime.launcher import LocalCluster
 from ferry.runtime.testing.pytest_support import wait_for
 
 pytestmark = pytest.mark.integration
+
+# conftest's fixtures: proxy (a ProxyProcess), client (runs a program with the client's python)
+ClientRunner = Callable[..., str]
+ProxyProcess = Any
 
 TOPIC = "ProxySend"
 COUNT = 5
@@ -76,95 +74,18 @@ print(json.dumps(out))
 """
 
 
-class ProxyProcess:
-    """`python -m ferry.proxy` on a free port; its lines kept, its address from READY."""
-
-    def __init__(self, namesrv: str, home: Path) -> None:
-        self.lines: list[str] = []
-        args = ["--set", f"namesrvAddr={namesrv}", "--set", "proxyListenPort=0"]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ferry.proxy", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            # the generated modules' package writes its log under ~/logs when imported
-            env={**os.environ, "HOME": str(home), "FERRY_PARENT_PID": str(os.getpid())},
-        )
-        self._reader = threading.Thread(target=self._read, name="proxy-output", daemon=True)
-        self._reader.start()
-        ready = wait_for(self._ready_line, 60, "the proxy's READY line")
-        self.addr = ready.split("grpc=", 1)[1].strip()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def _ready_line(self) -> str | None:
-        found = next((ln for ln in self.lines if ln.startswith("READY proxy ")), None)
-        if found is None and self.proc.poll() is not None:
-            pytest.fail("the proxy exited before READY:\n" + "\n".join(self.lines[-20:]))
-        return found
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._reader.join(timeout=5)  # it ends at the output's end
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = start_local_cluster(str(tmp_path_factory.mktemp("proxy-cluster")))
-    try:
-        with Admin(local.namesrv_addr) as admin:  # READY comes before the registration
-            wait_for(admin.master_addrs, 15, "the broker to register")
-            admin.create_topic(TOPIC, 4, 4)
-        yield local
-    finally:
-        local.stop()
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("proxy-home")
-
-
-@pytest.fixture(scope="module")
-def proxy(cluster: LocalCluster, home: Path) -> Iterator[ProxyProcess]:
-    process = ProxyProcess(cluster.namesrv_addr, home)
-    try:
-        yield process
-    finally:
-        process.stop()
-
-
-def run_client(home: Path, program: str, *args: str) -> str:
-    script = home / "program.py"
-    script.write_text(program)
-    done = subprocess.run(
-        [str(rocketmq_grpc_python()), str(script), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "HOME": str(home)},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+@pytest.fixture(scope="module", autouse=True)
+def topic(cluster: LocalCluster) -> str:
+    with Admin(cluster.namesrv_addr) as admin:
+        admin.create_topic(TOPIC, 4, 4)
+    return TOPIC
 
 
 @pytest.mark.timeout(300)
 def test_normal_sends_through_the_proxy_reach_ferry_intact(
-    cluster: LocalCluster, proxy: ProxyProcess, home: Path
+    cluster: LocalCluster, proxy: ProxyProcess, client: ClientRunner
 ) -> None:
-    out = run_client(home, SEND, proxy.addr, TOPIC, str(COUNT))
+    out = client(SEND, proxy.addr, TOPIC, str(COUNT))
     sent = [json.loads(line) for line in out.splitlines()]
     assert [s["i"] for s in sent] == list(range(COUNT))
     ids = [s["id"] for s in sent]
@@ -195,12 +116,12 @@ def test_normal_sends_through_the_proxy_reach_ferry_intact(
 
 
 def test_settings_are_answered_and_calls_not_served_get_a_status(
-    proxy: ProxyProcess, home: Path
+    proxy: ProxyProcess, client: ClientRunner
 ) -> None:
-    seen: dict[str, Any] = json.loads(run_client(home, CALLS, proxy.addr, TOPIC))
+    seen: dict[str, Any] = json.loads(client(CALLS, proxy.addr, TOPIC))
     assert seen["settings"] == [20000, 4 * 1024 * 1024]  # OK, the proxy's limit, never 0
     assert seen["missing_topic"] == 40402  # TOPIC_NOT_FOUND
     assert seen["no_client_id"] == 40017  # CLIENT_ID_REQUIRED
-    assert seen["receive"] == [[50100, "ReceiveMessage is not served by this proxy yet"]]
-    assert seen["ack"] == 50100  # NOT_IMPLEMENTED
+    assert [r[0] for r in seen["receive"]] == [40003]  # ILLEGAL_CONSUMER_GROUP: none named
+    assert seen["ack"] == 40003
     assert proxy.proc.poll() is None  # none of it stopped the proxy

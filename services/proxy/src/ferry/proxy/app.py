@@ -17,6 +17,7 @@ import signal
 import grpc
 
 from ferry.client.aio import Producer
+from ferry.proxy.consuming import Popper
 from ferry.proxy.convert import ServerSettings
 from ferry.proxy.routes import RouteLookup
 from ferry.proxy.service import MessagingService
@@ -55,6 +56,7 @@ class ProxyApp:
             PRODUCER_GROUP, config.namesrv_addr, max_message_size=config.max_message_size
         )
         routes = RouteLookup(config.namesrv_addr)
+        popper = Popper(config.namesrv_addr)
         server = grpc.aio.server()
         try:
             port = server.add_insecure_port(f"{config.listen_host}:{config.proxy_listen_port}")
@@ -63,10 +65,11 @@ class ProxyApp:
         if port == 0:  # older grpc's way to say the same
             raise ListenError("the port is in use or the host is not this machine's")
         where = (config.advertised_host, port)
-        service = MessagingService(producer, routes, self.settings, where)
+        service = MessagingService(producer, popper, routes, self.settings, where)
         server.add_generic_rpc_handlers((service.handler(),))
         await producer.start()
         routes.start()
+        popper.start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -83,6 +86,7 @@ class ProxyApp:
             await server.stop(STOP_GRACE_S)
             await producer.shutdown()
             await routes.close()
+            await popper.close()
 
 
 async def _watch_parent(stop: asyncio.Event) -> None:

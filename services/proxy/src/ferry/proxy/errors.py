@@ -7,10 +7,13 @@ from ferry.protocol.errors import (
     BadSignatureError,
     FerryError,
     InvalidParameterError,
+    InvalidReceiptHandleError,
     MessageIllegalError,
     NoCredentialsError,
     NoPermissionError,
     RequestTimeoutError,
+    SubscriptionGroupNotExistError,
+    SubscriptionParseError,
     SystemBusyError,
     TopicNotExistError,
 )
@@ -29,6 +32,9 @@ class ProxyError(Exception):
 # most specific first: a subclass must come before its base
 _CODES: tuple[tuple[type[FerryError], Code], ...] = (
     (TopicNotExistError, Code.TOPIC_NOT_FOUND),
+    (InvalidReceiptHandleError, Code.INVALID_RECEIPT_HANDLE),
+    (SubscriptionGroupNotExistError, Code.CONSUMER_GROUP_NOT_FOUND),
+    (SubscriptionParseError, Code.ILLEGAL_FILTER_EXPRESSION),
     (MessageIllegalError, Code.BAD_REQUEST),
     (InvalidParameterError, Code.BAD_REQUEST),
     (NoPermissionError, Code.FORBIDDEN),

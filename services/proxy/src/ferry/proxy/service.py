@@ -15,7 +15,8 @@ import grpc
 
 from ferry.protocol.errors import FerryError
 from ferry.protocol.names import check_topic
-from ferry.proxy import convert
+from ferry.proxy import consuming, convert
+from ferry.proxy.consuming import Popper
 from ferry.proxy.errors import ProxyError, status_of
 from ferry.proxy.protocol import SERVICE, ClientType, Code, Method, Pb, methods
 from ferry.proxy.routes import RouteLookup, route_queues
@@ -25,6 +26,7 @@ log = logging.getLogger("ferry.proxy.service")
 
 Unary = Callable[[Pb, Any], Awaitable[Pb]]
 Streaming = Callable[[AsyncIterator[Pb], Any], AsyncIterator[Pb]]
+ServerStreaming = Callable[[Pb, Any], AsyncIterator[Pb]]
 CLIENT_ID = "x-mq-client-id"
 
 
@@ -35,11 +37,13 @@ class MessagingService:
     def __init__(
         self,
         producer: Sender,
+        popper: Popper,
         routes: RouteLookup,
         settings: convert.ServerSettings,
         where: tuple[str, int],
     ) -> None:
         self._producer = producer
+        self._popper = popper
         self._routes = routes
         self._settings = settings
         self._where = where
@@ -74,6 +78,20 @@ class MessagingService:
         entries = await send_all(self._producer, messages, self._settings.max_body_size)
         return convert.send_response(entries)
 
+    async def receive_message(self, request: Pb, _context: Any) -> AsyncIterator[Pb]:
+        async for reply in consuming.receive(self._popper, request, _context):
+            yield reply
+
+    async def ack_message(self, request: Pb, _context: Any) -> Pb:
+        return await consuming.ack(self._popper, request)
+
+    async def change_invisible_duration(self, request: Pb, _context: Any) -> Pb:
+        return await consuming.change_invisible(self._popper, request)
+
+    async def query_assignment(self, request: Pb, _context: Any) -> Pb:
+        accepted = tuple(int(t) for t in SERVED_TYPES)
+        return await consuming.query_assignment(self._popper, request, self._where, accepted)
+
     async def notify_client_termination(self, _request: Pb, _context: Any) -> Pb:
         return METHODS["NotifyClientTermination"].reply(Code.OK, convert.OK_STATUS_TEXT)
 
@@ -97,8 +115,12 @@ class MessagingService:
             "Heartbeat": self.heartbeat,
             "SendMessage": self.send_message,
             "NotifyClientTermination": self.notify_client_termination,
+            "AckMessage": self.ack_message,
+            "ChangeInvisibleDuration": self.change_invisible_duration,
+            "QueryAssignment": self.query_assignment,
         }
         streams: dict[str, Streaming] = {"Telemetry": self.telemetry}
+        server_streams: dict[str, ServerStreaming] = {"ReceiveMessage": self.receive_message}
         handlers = {}
         for name, method in METHODS.items():
             serdes = {
@@ -108,6 +130,10 @@ class MessagingService:
             if name in served:
                 handlers[name] = grpc.unary_unary_rpc_method_handler(
                     _guarded(method, served[name]), **serdes
+                )
+            elif name in server_streams:
+                handlers[name] = grpc.unary_stream_rpc_method_handler(
+                    _guarded_server_stream(method, server_streams[name]), **serdes
                 )
             elif name in streams:
                 handlers[name] = grpc.stream_stream_rpc_method_handler(
@@ -154,6 +180,25 @@ def _guarded_stream(method: Method, fn: Streaming) -> Streaming:
             async for reply in fn(requests, context):
                 yield reply
         except Exception as err:  # noqa: BLE001 - answered with its Status, logged if unknown
+            yield method.reply(*_failure(method, err))
+
+    return call
+
+
+def _guarded_server_stream(method: Method, fn: ServerStreaming) -> ServerStreaming:
+    """A failure before the first reply is the stream's Status; one after it (the Status
+    went first) ends the stream, logged."""
+
+    async def call(request: Pb, context: Any) -> AsyncIterator[Pb]:
+        sent = False
+        try:
+            async for reply in fn(request, context):
+                sent = True
+                yield reply
+        except Exception as err:  # noqa: BLE001 - answered with its Status, logged if unknown
+            if sent:
+                log.warning("%s failed after its Status: %s", method.name, err)
+                return
             yield method.reply(*_failure(method, err))
 
     return call

@@ -1,0 +1,193 @@
+"""RocketMQ 5's unchanged Python client consuming through the proxy (Ferry's pop behind it):
+messages sent with Ferry's SDK reach a SimpleConsumer intact and are acked; a message not
+acked, or whose invisible time was shortened, comes back with delivery_attempt 2; a tag
+filter holds; a PushConsumer's SUCCESS is acked on the broker."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ferry.admin import Admin
+from ferry.client import Message, Producer
+from ferry.runtime.launcher import LocalCluster
+from ferry.runtime.testing.pytest_support import wait_for
+
+pytestmark = pytest.mark.integration
+
+# conftest's fixtures: proxy (a ProxyProcess), client (runs a program with the client's python)
+ClientRunner = Callable[..., str]
+ProxyProcess = Any
+
+TOPICS = ("ProxyRecv", "ProxyRedeliver", "ProxyChange", "ProxyTags", "ProxyPush")
+
+# argv: endpoint, topic, group, tag expression, count, mode (ack | redeliver | change).
+# Receives until `count` messages came (30 s at most), prints them as one JSON object.
+SIMPLE = r"""
+import json, sys, time
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+endpoint, topic, group, expr, count, mode = sys.argv[1:7]
+count = int(count)
+
+def seen(m):
+    return {"id": m.message_id, "body": m.body.decode(), "tag": m.tag, "keys": sorted(m.keys),
+            "props": dict(m.properties), "attempt": m.delivery_attempt}
+
+def receive_until(consumer, n, invisible, seconds=40):
+    got, end = [], time.monotonic() + seconds
+    while len(got) < n and time.monotonic() < end:
+        got.extend(consumer.receive(16, invisible))
+    return got
+
+consumer = SimpleConsumer(ClientConfiguration(endpoint, Credentials()), group,
+                          {topic: FilterExpression(expr)}, await_duration=2)
+consumer.startup()
+out = {}
+try:
+    if mode == "ack":
+        got = receive_until(consumer, count, 20)
+        out["got"] = [seen(m) for m in got]
+        for m in got:
+            consumer.ack(m)
+        out["after_ack"] = [seen(m) for m in consumer.receive(16, 20)]
+    elif mode == "redeliver":
+        first = receive_until(consumer, 1, 2)
+        out["first"] = [seen(m) for m in first]
+        again = receive_until(consumer, 1, 20)
+        out["again"] = [seen(m) for m in again]
+        for m in again:
+            consumer.ack(m)
+    elif mode == "change":
+        first = receive_until(consumer, 1, 60)
+        out["first"] = [seen(m) for m in first]
+        for m in first:
+            consumer.change_invisible_duration(m, 2)
+        again = receive_until(consumer, 1, 20)
+        out["again"] = [seen(m) for m in again]
+        for m in again:
+            consumer.ack(m)
+finally:
+    consumer.shutdown()
+print(json.dumps(out))
+"""
+
+# argv: endpoint, topic, group, count; a listener answering SUCCESS until `count` came
+PUSH = r"""
+import json, sys, threading, time
+from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression,
+                      MessageListener, PushConsumer)
+endpoint, topic, group, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+got, done = [], threading.Event()
+
+class Listener(MessageListener):
+    def consume(self, message):
+        got.append({"id": message.message_id, "attempt": message.delivery_attempt})
+        if len(got) >= count:
+            done.set()
+        return ConsumeResult.SUCCESS
+
+consumer = PushConsumer(ClientConfiguration(endpoint, Credentials()), group, Listener(),
+                        {topic: FilterExpression()})
+consumer.startup()
+try:
+    done.wait(60)
+    time.sleep(0.5)  # the last SUCCESS's ack leaves after the listener returns
+finally:
+    consumer.shutdown()
+print(json.dumps(got))
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def topics(cluster: LocalCluster) -> None:
+    with Admin(cluster.namesrv_addr) as admin:
+        for topic in TOPICS:
+            admin.create_topic(topic, 4, 4)
+
+
+def send(
+    cluster: LocalCluster, topic: str, count: int, tags: tuple[str, ...] = ("TagA",)
+) -> list[str]:
+    """Sends with Ferry's SDK; the ids the producer was given."""
+    ids = []
+    with Producer(f"pg-{topic}", cluster.namesrv_addr) as producer:
+        for i in range(count):
+            msg = Message(
+                topic,
+                f"body {i}".encode(),
+                tags=tags[i % len(tags)],
+                keys=[f"key-{i}", f"alt-{i}"],
+                properties={"order": str(i), "color": "blue"},
+            )
+            ids.append(producer.send(msg).msg_id)
+    return ids
+
+
+@pytest.mark.timeout(300)
+def test_simple_consumer_receives_ferry_messages_intact_and_acks_them(
+    cluster: LocalCluster, proxy: ProxyProcess, client: ClientRunner
+) -> None:
+    ids = send(cluster, "ProxyRecv", 5)
+    out = json.loads(client(SIMPLE, proxy.addr, "ProxyRecv", "cg-recv", "*", "5", "ack"))
+    got = {m["id"]: m for m in out["got"]}
+    assert sorted(got) == sorted(ids)
+    for i, msg_id in enumerate(ids):
+        m = got[msg_id]
+        assert m["body"] == f"body {i}"
+        assert m["tag"] == "TagA"
+        assert m["keys"] == sorted([f"key-{i}", f"alt-{i}"])
+        assert m["props"] == {"order": str(i), "color": "blue"}
+        assert m["attempt"] == 1
+    assert out["after_ack"] == []  # acked: none comes back
+
+
+@pytest.mark.timeout(300)
+def test_a_message_not_acked_comes_back_with_delivery_attempt_2(
+    cluster: LocalCluster, proxy: ProxyProcess, client: ClientRunner
+) -> None:
+    [msg_id] = send(cluster, "ProxyRedeliver", 1)
+    out = json.loads(client(SIMPLE, proxy.addr, "ProxyRedeliver", "cg-redo", "*", "1", "redeliver"))
+    assert [(m["id"], m["attempt"]) for m in out["first"]] == [(msg_id, 1)]
+    assert [(m["id"], m["attempt"], m["body"]) for m in out["again"]] == [(msg_id, 2, "body 0")]
+
+
+@pytest.mark.timeout(300)
+def test_change_invisible_duration_brings_a_message_back_sooner(
+    cluster: LocalCluster, proxy: ProxyProcess, client: ClientRunner
+) -> None:
+    [msg_id] = send(cluster, "ProxyChange", 1)
+    # received invisible for 60 s, changed to 2 s: it is back well within the 40 s it is given
+    out = json.loads(client(SIMPLE, proxy.addr, "ProxyChange", "cg-change", "*", "1", "change"))
+    assert [(m["id"], m["attempt"]) for m in out["first"]] == [(msg_id, 1)]
+    assert [(m["id"], m["attempt"]) for m in out["again"]] == [(msg_id, 2)]
+
+
+@pytest.mark.timeout(300)
+def test_a_tag_filter_lets_only_its_tag_through(
+    cluster: LocalCluster, proxy: ProxyProcess, client: ClientRunner
+) -> None:
+    ids = send(cluster, "ProxyTags", 6, tags=("TagA", "TagB"))
+    out = json.loads(client(SIMPLE, proxy.addr, "ProxyTags", "cg-tags", "TagA", "3", "ack"))
+    assert sorted(m["id"] for m in out["got"]) == sorted(ids[0::2])
+    assert {m["tag"] for m in out["got"]} == {"TagA"}
+    assert out["after_ack"] == []  # the TagB ones never come
+
+
+@pytest.mark.timeout(300)
+def test_push_consumer_success_is_acked(
+    cluster: LocalCluster, proxy: ProxyProcess, client: ClientRunner
+) -> None:
+    ids = send(cluster, "ProxyPush", 4)
+    got = json.loads(client(PUSH, proxy.addr, "ProxyPush", "cg-push", "4"))
+    assert sorted(m["id"] for m in got) == sorted(ids)
+    assert all(m["attempt"] == 1 for m in got)
+    with Admin(cluster.namesrv_addr) as admin:
+
+        def all_acked() -> bool:
+            rows = admin.pop_progress("cg-push")
+            return sum(r.acked for r in rows) == 4 and sum(r.in_flight for r in rows) == 0
+
+        wait_for(all_acked, 30, "the broker to count the 4 acks, none in flight")
