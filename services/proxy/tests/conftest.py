@@ -66,7 +66,11 @@ class ProxyProcess:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = start_local_cluster(str(tmp_path_factory.mktemp("proxy-cluster")))
+    # enablePropertyFilter: the consumers' SQL92 filters
+    local = start_local_cluster(
+        str(tmp_path_factory.mktemp("proxy-cluster")),
+        overrides={"enablePropertyFilter": "true"},
+    )
     try:
         with Admin(local.namesrv_addr) as admin:  # READY comes before the registration
             wait_for(admin.master_addrs, 15, "the broker to register")

@@ -22,15 +22,29 @@ pytestmark = pytest.mark.integration
 ClientRunner = Callable[..., str]
 ProxyProcess = Any
 
-TOPICS = ("ProxyRecv", "ProxyRedeliver", "ProxyChange", "ProxyTags", "ProxyPush")
+TOPICS = (
+    "ProxyRecv",
+    "ProxyRedeliver",
+    "ProxyChange",
+    "ProxyTags",
+    "ProxySql",
+    "ProxyPush",
+    "ProxyHandles",
+)
 
-# argv: endpoint, topic, group, tag expression, count, mode (ack | redeliver | change).
+# argv: endpoint, topic, group, filter (a tag expression, or "sql:" and an SQL92 one), count,
+# mode (ack | redeliver | change).
 # Receives until `count` messages came (30 s at most), prints them as one JSON object.
 SIMPLE = r"""
 import json, sys, time
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+from rocketmq.grpc_protocol import FilterType
 endpoint, topic, group, expr, count, mode = sys.argv[1:7]
 count = int(count)
+if expr.startswith("sql:"):
+    expression = FilterExpression(expr[4:], FilterType.SQL)
+else:
+    expression = FilterExpression(expr)
 
 def seen(m):
     return {"id": m.message_id, "body": m.body.decode(), "tag": m.tag, "keys": sorted(m.keys),
@@ -43,7 +57,7 @@ def receive_until(consumer, n, invisible, seconds=40):
     return got
 
 consumer = SimpleConsumer(ClientConfiguration(endpoint, Credentials()), group,
-                          {topic: FilterExpression(expr)}, await_duration=2)
+                          {topic: expression}, await_duration=2)
 consumer.startup()
 out = {}
 try:
@@ -177,6 +191,17 @@ def test_a_tag_filter_lets_only_its_tag_through(
 
 
 @pytest.mark.timeout(300)
+def test_an_sql92_filter_selects_by_property(
+    cluster: LocalCluster, proxy: ProxyProcess, client: ClientRunner
+) -> None:
+    ids = send(cluster, "ProxySql", 6)
+    sql = "sql:order IS NOT NULL AND order > 2"
+    out = json.loads(client(SIMPLE, proxy.addr, "ProxySql", "cg-sql", sql, "3", "ack"))
+    assert sorted(m["id"] for m in out["got"]) == sorted(ids[3:])
+    assert out["after_ack"] == []  # orders 0..2 never come
+
+
+@pytest.mark.timeout(300)
 def test_push_consumer_success_is_acked(
     cluster: LocalCluster, proxy: ProxyProcess, client: ClientRunner
 ) -> None:
@@ -191,3 +216,79 @@ def test_push_consumer_success_is_acked(
             return sum(r.acked for r in rows) == 4 and sum(r.in_flight for r in rows) == 0
 
         wait_for(all_acked, 30, "the broker to count the 4 acks, none in flight")
+
+
+# argv: endpoint, topic; the generated stub's view of a receive and of bad receipt handles
+HANDLES = r"""
+import base64, json, sys, time
+import grpc
+from rocketmq.grpc_protocol import definition_pb2 as d, service_pb2 as s, service_pb2_grpc
+endpoint, topic = sys.argv[1], sys.argv[2]
+stub = service_pb2_grpc.MessagingServiceStub(grpc.insecure_channel(endpoint))
+meta = [("x-mq-client-id", "probe@2")]
+out = {}
+route = stub.QueryRoute(s.QueryRouteRequest(topic=d.Resource(name=topic)), metadata=meta, timeout=5)
+queue = route.message_queues[0]
+
+def receive(group, poll_s, timeout_s):
+    req = s.ReceiveMessageRequest(group=d.Resource(name=group), message_queue=queue, batch_size=8)
+    req.filter_expression.type = d.TAG
+    req.filter_expression.expression = "*"
+    req.invisible_duration.seconds = 30
+    req.long_polling_timeout.seconds = poll_s
+    began = time.monotonic()
+    replies = list(stub.ReceiveMessage(req, metadata=meta, timeout=timeout_s))
+    return replies, time.monotonic() - began
+
+def ack(group, handle):
+    req = s.AckMessageRequest(group=d.Resource(name=group), topic=d.Resource(name=topic))
+    req.entries.add(message_id="x", receipt_handle=handle)
+    return stub.AckMessage(req, metadata=meta, timeout=5).status.code
+
+def change(group, handle, seconds):
+    req = s.ChangeInvisibleDurationRequest(group=d.Resource(name=group),
+        topic=d.Resource(name=topic), receipt_handle=handle, message_id="x")
+    req.invisible_duration.seconds = seconds
+    return stub.ChangeInvisibleDuration(req, metadata=meta, timeout=5).status.code
+
+replies, took = receive("cg-handles", 2, 10)
+kinds = [r.WhichOneof("content") for r in replies]
+out["kinds"] = kinds
+out["first_status"] = replies[0].status.code
+handle = next(r.message.system_properties.receipt_handle for r in replies if r.HasField("message"))
+broker = queue.broker.name
+forged = "F1" + base64.urlsafe_b64encode(f"{broker}\nnot-a-handle".encode()).decode().rstrip("=")
+out["garbled"] = [ack("cg-handles", "zzz"), ack("cg-handles", "F1!!!"), change("cg-handles", "", 5)]
+out["forged"] = [ack("cg-handles", forged), change("cg-handles", forged, 5)]
+out["other_broker"] = ack("cg-handles", "F1" + base64.urlsafe_b64encode(b"nobroker\nh").decode())
+out["bad_invisible"] = change("cg-handles", handle, 0)
+out["other_group"] = ack("cg-other", handle)
+out["ack"] = ack("cg-handles", handle)
+out["ack_again"] = ack("cg-handles", handle)
+# nothing left: a receive asking a 20 s long poll with a 4 s deadline ends in time
+empty, took = receive("cg-handles", 20, 4)
+out["empty"] = [r.status.code for r in empty]
+out["empty_took"] = took
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_bad_receipt_handles_get_a_status_and_a_receive_beats_its_deadline(
+    cluster: LocalCluster, proxy: ProxyProcess, client: ClientRunner
+) -> None:
+    send(cluster, "ProxyHandles", 1)
+    seen = json.loads(client(HANDLES, proxy.addr, "ProxyHandles"))
+    assert seen["kinds"] == ["status", "message", "delivery_timestamp"]
+    assert seen["first_status"] == 20000
+    invalid = 40013  # INVALID_RECEIPT_HANDLE
+    assert seen["garbled"] == [invalid, invalid, invalid]
+    assert seen["forged"] == [invalid, invalid]
+    assert seen["other_broker"] == invalid
+    assert seen["bad_invisible"] == 40011  # ILLEGAL_INVISIBLE_TIME
+    assert seen["other_group"] == invalid
+    assert seen["ack"] == 20000
+    assert seen["ack_again"] == invalid  # acked already
+    assert seen["empty"] == [40401]  # MESSAGE_NOT_FOUND: no messages, a success to the client
+    assert seen["empty_took"] < 4
+    assert proxy.proc.poll() is None
