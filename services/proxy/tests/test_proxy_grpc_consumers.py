@@ -6,7 +6,10 @@ filter holds; a PushConsumer's SUCCESS is acked on the broker."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +17,7 @@ import pytest
 from ferry.admin import Admin
 from ferry.client import Message, Producer
 from ferry.runtime.launcher import LocalCluster
+from ferry.runtime.testing.client_venvs import rocketmq_grpc_python
 from ferry.runtime.testing.pytest_support import wait_for
 
 pytestmark = pytest.mark.integration
@@ -292,3 +296,54 @@ def test_bad_receipt_handles_get_a_status_and_a_receive_beats_its_deadline(
     assert seen["empty"] == [40401]  # MESSAGE_NOT_FOUND: no messages, a success to the client
     assert seen["empty_took"] < 4
     assert proxy.proc.poll() is None
+
+
+# argv: endpoint, topic, group; a SimpleConsumer running until a line comes on stdin
+RUNNING = r"""
+import sys
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+endpoint, topic, group = sys.argv[1:4]
+consumer = SimpleConsumer(ClientConfiguration(endpoint, Credentials()), group,
+                          {topic: FilterExpression("TagA")}, await_duration=1)
+consumer.startup()
+print("started", flush=True)
+sys.stdin.readline()
+consumer.shutdown()
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_simple_consumer_is_a_member_of_its_group_until_it_stops(
+    cluster: LocalCluster, proxy: ProxyProcess, home: Path
+) -> None:
+    script = home / "running.py"
+    script.write_text(RUNNING)
+    run = subprocess.Popen(
+        [str(rocketmq_grpc_python()), str(script), proxy.addr, "ProxyRecv", "cg-member"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "HOME": str(home)},
+    )
+    try:
+        with Admin(cluster.namesrv_addr) as admin:
+
+            def members() -> list[Any]:
+                found = admin.consumer_connections("cg-member").values()
+                return [(c, reply) for reply in found for c in reply.connections]
+
+            seen = wait_for(members, 30, "the client in the group's connections")
+            connection, reply = seen[0]
+            assert connection.language == "PYTHON"
+            assert reply.consume_type == "POP"
+            assert [(s.topic, s.expression) for s in reply.subscriptions] == [("ProxyRecv", "TagA")]
+            assert run.stdin is not None
+            run.stdin.write("stop\n")
+            run.stdin.flush()
+            assert run.wait(timeout=60) == 0
+            wait_for(lambda: not members(), 30, "the client gone from the group's connections")
+    finally:
+        if run.poll() is None:
+            run.kill()
+        run.communicate(timeout=30)

@@ -22,6 +22,7 @@ from ferry.client.transport import expect
 from ferry.protocol.errors import BrokerNotExistError, FerryError
 from ferry.protocol.messages import (
     AckMessageRequest,
+    AnyRequest,
     ChangeInvisibleTimeReply,
     ChangeInvisibleTimeRequest,
 )
@@ -93,6 +94,22 @@ class Popper:
         )
         result = await inst.connection(target.addr).request(req, timeout_s=timeout_s)
         return pop_codec.popped(result, target.broker_name)
+
+    async def to_masters(self, body: AnyRequest, topics: Sequence[str]) -> None:
+        """`body` to every master serving one of `topics` (a heartbeat, an unregister); a
+        broker that fails is logged, the others still get it."""
+        inst = self._started()
+        addrs: set[str] = set()
+        for topic in topics:
+            try:
+                addrs.update((await inst.routes.ensure(topic)).master_addrs.values())
+            except FerryError as err:
+                log.debug("no route for %s: %s", topic, err)
+        for addr in sorted(addrs):
+            try:
+                await inst.connection(addr).request(body, timeout_s=self.api_timeout_s)
+            except FerryError as err:
+                log.info("%s to %s failed: %s", type(body).__name__, addr, err)
 
     async def _addr(self, broker_name: str, topic: str) -> str:
         routes = self._started().routes

@@ -15,10 +15,11 @@ import grpc
 
 from ferry.protocol.errors import FerryError
 from ferry.protocol.names import check_topic
-from ferry.proxy import consuming, convert
+from ferry.proxy import consuming, convert, delivery
 from ferry.proxy.consuming import Popper
 from ferry.proxy.errors import ProxyError, status_of
 from ferry.proxy.protocol import SERVICE, ClientType, Code, Method, Pb, methods
+from ferry.proxy.registry import CONSUMER_TYPES, ConsumerRegistry
 from ferry.proxy.routes import RouteLookup, route_queues
 from ferry.proxy.sending import SERVED_TYPES, Sender, send_all
 
@@ -44,6 +45,7 @@ class MessagingService:
     ) -> None:
         self._producer = producer
         self._popper = popper
+        self._consumers = ConsumerRegistry(popper)
         self._routes = routes
         self._settings = settings
         self._where = where
@@ -64,11 +66,15 @@ class MessagingService:
         return convert.route_response(request.topic, queues, where)
 
     async def heartbeat(self, request: Pb, context: Any) -> Pb:
-        _client_id(context)
+        """A consumer's heartbeat also registers its group with Ferry's brokers."""
+        client_id = _client_id(context)
         if int(request.client_type) not in {int(t) for t in ClientType}:
             raise ProxyError(
                 Code.UNRECOGNIZED_CLIENT_TYPE, f"client type {request.client_type} is unknown"
             )
+        if int(request.client_type) in CONSUMER_TYPES and request.HasField("group"):
+            group = delivery.group_name(request.group)
+            await self._consumers.heartbeat(client_id, group, _peer_host(context))
         return METHODS["Heartbeat"].reply(Code.OK, convert.OK_STATUS_TEXT)
 
     async def send_message(self, request: Pb, _context: Any) -> Pb:
@@ -92,19 +98,26 @@ class MessagingService:
         accepted = tuple(int(t) for t in SERVED_TYPES)
         return await consuming.query_assignment(self._popper, request, self._where, accepted)
 
-    async def notify_client_termination(self, _request: Pb, _context: Any) -> Pb:
+    async def notify_client_termination(self, request: Pb, context: Any) -> Pb:
+        if request.HasField("group") and request.group.name:
+            group = delivery.group_name(request.group)
+            await self._consumers.terminated(_client_id(context), group)
         return METHODS["NotifyClientTermination"].reply(Code.OK, convert.OK_STATUS_TEXT)
 
     async def telemetry(self, commands: AsyncIterator[Pb], context: Any) -> AsyncIterator[Pb]:
         """The client's Settings answered with the server's; other commands (a thread dump,
         a verify result the proxy never asked for) are logged and dropped."""
         client_id = _client_id(context)
-        async for command in commands:
-            kind = command.WhichOneof("command")
-            if kind == "settings":
-                yield convert.settings_command(command.settings, self._settings)
-            else:
-                log.debug("telemetry from %s: %s ignored", client_id, kind)
+        try:
+            async for command in commands:
+                kind = command.WhichOneof("command")
+                if kind == "settings":
+                    self._consumers.settings_seen(client_id, command.settings)
+                    yield convert.settings_command(command.settings, self._settings)
+                else:
+                    log.debug("telemetry from %s: %s ignored", client_id, kind)
+        finally:
+            self._consumers.stream_closed(client_id)
 
     # ---- the table grpc serves ----
 
@@ -153,6 +166,14 @@ def _client_id(context: Any) -> str:
     if not client_id:
         raise ProxyError(Code.CLIENT_ID_REQUIRED, f"the call has no {CLIENT_ID} metadata")
     return str(client_id)
+
+
+def _peer_host(context: Any) -> str:
+    """The client's address as grpc names it ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000")."""
+    peer = str(context.peer() or "")
+    _, _, where = peer.partition(":")
+    host = where.rsplit(":", 1)[0] if ":" in where else where
+    return host.strip("[]")
 
 
 def _failure(method: Method, err: Exception) -> tuple[Code, str]:
