@@ -146,7 +146,7 @@ class Popper:
         return receipts.Receipt(receipt.broker_name, reply.receipt_handle)
 
 
-def _poll_window(ask: delivery.ReceiveAsk, remaining_s: float | None) -> tuple[float, float]:
+def poll_window(ask: delivery.ReceiveAsk, remaining_s: float | None) -> tuple[float, float]:
     """(long poll, reply timeout) in seconds, so that the answer beats the client's deadline."""
     poll_s = (ask.long_poll_ms or 0) / 1000
     if remaining_s is None:
@@ -161,7 +161,7 @@ async def receive(popper: Popper, request: Pb, context: Any) -> AsyncIterator[Pb
     then the messages, then the delivery time."""
     ask = delivery.receive_ask(request)
     invisible = ask.invisible_ms or DEFAULT_INVISIBLE_MS
-    poll_s, timeout_s = _poll_window(ask, context.time_remaining())
+    poll_s, timeout_s = poll_window(ask, context.time_remaining())
     msgs: list[MessageExt] = []
     targets = await popper.targets(ask.topic, ask)
     loop = asyncio.get_running_loop()
