@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -92,31 +93,70 @@ finally:
 print(json.dumps(out))
 """
 
-# argv: endpoint, topic, group, count; a listener answering SUCCESS until `count` came
+# argv: endpoint, topic, group; a listener answering SUCCESS, printing each message as a JSON
+# line, until a line comes on stdin
 PUSH = r"""
-import json, sys, threading, time
+import json, sys
 from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression,
                       MessageListener, PushConsumer)
-endpoint, topic, group, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-got, done = [], threading.Event()
+endpoint, topic, group = sys.argv[1:4]
 
 class Listener(MessageListener):
     def consume(self, message):
-        got.append({"id": message.message_id, "attempt": message.delivery_attempt})
-        if len(got) >= count:
-            done.set()
+        print(json.dumps({"id": message.message_id, "attempt": message.delivery_attempt}),
+              flush=True)
         return ConsumeResult.SUCCESS
 
 consumer = PushConsumer(ClientConfiguration(endpoint, Credentials()), group, Listener(),
                         {topic: FilterExpression()})
 consumer.startup()
-try:
-    done.wait(60)
-    time.sleep(0.5)  # the last SUCCESS's ack leaves after the listener returns
-finally:
-    consumer.shutdown()
-print(json.dumps(got))
+print("started", flush=True)
+sys.stdin.readline()
+consumer.shutdown()
 """
+
+
+class RunningClient:
+    """A client program kept running: its stdout lines collected, stopped by a line on its
+    stdin."""
+
+    def __init__(self, home: Path, program: str, *args: str) -> None:
+        script = home / f"running-{abs(hash(program))}.py"
+        script.write_text(program)
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(
+            [str(rocketmq_grpc_python()), str(script), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "HOME": str(home)},
+        )
+        self._reader = threading.Thread(target=self._read, name="client-output", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def json_lines(self) -> list[Any]:
+        return [json.loads(line) for line in list(self.lines) if line.startswith("{")]
+
+    def stop(self) -> int:
+        """Asks the program to stop; its exit code (it is killed after 60 s)."""
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write("stop\n")
+            self.proc.stdin.close()
+            return self.proc.wait(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._reader.join(timeout=5)  # it ends at the output's end
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -207,19 +247,24 @@ def test_an_sql92_filter_selects_by_property(
 
 @pytest.mark.timeout(300)
 def test_push_consumer_success_is_acked(
-    cluster: LocalCluster, proxy: ProxyProcess, client: ClientRunner
+    cluster: LocalCluster, proxy: ProxyProcess, home: Path
 ) -> None:
     ids = send(cluster, "ProxyPush", 4)
-    got = json.loads(client(PUSH, proxy.addr, "ProxyPush", "cg-push", "4"))
-    assert sorted(m["id"] for m in got) == sorted(ids)
+    run = RunningClient(home, PUSH, proxy.addr, "ProxyPush", "cg-push")
+    try:
+        wait_for(lambda: len(run.json_lines()) >= 4, 60, "the 4 messages at the listener")
+        with Admin(cluster.namesrv_addr) as admin:
+
+            def all_acked() -> bool:
+                rows = admin.pop_progress("cg-push")
+                return sum(r.acked for r in rows) == 4 and sum(r.in_flight for r in rows) == 0
+
+            wait_for(all_acked, 30, "the broker to count the 4 acks, none in flight")
+    finally:
+        assert run.stop() == 0
+    got = run.json_lines()
+    assert sorted(m["id"] for m in got) == sorted(ids)  # each once: none delivered again
     assert all(m["attempt"] == 1 for m in got)
-    with Admin(cluster.namesrv_addr) as admin:
-
-        def all_acked() -> bool:
-            rows = admin.pop_progress("cg-push")
-            return sum(r.acked for r in rows) == 4 and sum(r.in_flight for r in rows) == 0
-
-        wait_for(all_acked, 30, "the broker to count the 4 acks, none in flight")
 
 
 # argv: endpoint, topic; the generated stub's view of a receive and of bad receipt handles
@@ -316,34 +361,19 @@ consumer.shutdown()
 def test_a_simple_consumer_is_a_member_of_its_group_until_it_stops(
     cluster: LocalCluster, proxy: ProxyProcess, home: Path
 ) -> None:
-    script = home / "running.py"
-    script.write_text(RUNNING)
-    run = subprocess.Popen(
-        [str(rocketmq_grpc_python()), str(script), proxy.addr, "ProxyRecv", "cg-member"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "HOME": str(home)},
-    )
-    try:
-        with Admin(cluster.namesrv_addr) as admin:
+    run = RunningClient(home, RUNNING, proxy.addr, "ProxyRecv", "cg-member")
+    with Admin(cluster.namesrv_addr) as admin:
 
-            def members() -> list[Any]:
-                found = admin.consumer_connections("cg-member").values()
-                return [(c, reply) for reply in found for c in reply.connections]
+        def members() -> list[Any]:
+            found = admin.consumer_connections("cg-member").values()
+            return [(c, reply) for reply in found for c in reply.connections]
 
+        try:
             seen = wait_for(members, 30, "the client in the group's connections")
-            connection, reply = seen[0]
-            assert connection.language == "PYTHON"
-            assert reply.consume_type == "POP"
-            assert [(s.topic, s.expression) for s in reply.subscriptions] == [("ProxyRecv", "TagA")]
-            assert run.stdin is not None
-            run.stdin.write("stop\n")
-            run.stdin.flush()
-            assert run.wait(timeout=60) == 0
-            wait_for(lambda: not members(), 30, "the client gone from the group's connections")
-    finally:
-        if run.poll() is None:
-            run.kill()
-        run.communicate(timeout=30)
+        finally:
+            assert run.stop() == 0
+        connection, reply = seen[0]
+        assert connection.language == "PYTHON"
+        assert reply.consume_type == "POP"
+        assert [(s.topic, s.expression) for s in reply.subscriptions] == [("ProxyRecv", "TagA")]
+        wait_for(lambda: not members(), 30, "the client gone from the group's connections")
