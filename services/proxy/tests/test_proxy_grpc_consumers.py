@@ -35,11 +35,12 @@ TOPICS = (
     "ProxySql",
     "ProxyPush",
     "ProxyHandles",
+    "ProxyPushRetry",
 )
 
 # argv: endpoint, topic, group, filter (a tag expression, or "sql:" and an SQL92 one), count,
 # mode (ack | redeliver | change).
-# Receives until `count` messages came (30 s at most), prints them as one JSON object.
+# Receives until `count` messages came (40 s at most), prints them as one JSON object.
 SIMPLE = r"""
 import json, sys, time
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
@@ -93,19 +94,20 @@ finally:
 print(json.dumps(out))
 """
 
-# argv: endpoint, topic, group; a listener answering SUCCESS, printing each message as a JSON
-# line, until a line comes on stdin
+# argv: endpoint, topic, group, attempts failed; a listener answering FAILURE to a message's
+# first `attempts failed` deliveries and SUCCESS then, printing each delivery as a JSON line,
+# until a line comes on stdin
 PUSH = r"""
 import json, sys
 from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression,
                       MessageListener, PushConsumer)
-endpoint, topic, group = sys.argv[1:4]
+endpoint, topic, group, failed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
 class Listener(MessageListener):
     def consume(self, message):
-        print(json.dumps({"id": message.message_id, "attempt": message.delivery_attempt}),
-              flush=True)
-        return ConsumeResult.SUCCESS
+        attempt = message.delivery_attempt
+        print(json.dumps({"id": message.message_id, "attempt": attempt}), flush=True)
+        return ConsumeResult.FAILURE if attempt <= failed else ConsumeResult.SUCCESS
 
 consumer = PushConsumer(ClientConfiguration(endpoint, Credentials()), group, Listener(),
                         {topic: FilterExpression()})
@@ -250,7 +252,7 @@ def test_push_consumer_success_is_acked(
     cluster: LocalCluster, proxy: ProxyProcess, home: Path
 ) -> None:
     ids = send(cluster, "ProxyPush", 4)
-    run = RunningClient(home, PUSH, proxy.addr, "ProxyPush", "cg-push")
+    run = RunningClient(home, PUSH, proxy.addr, "ProxyPush", "cg-push", "0")
     try:
         wait_for(lambda: len(run.json_lines()) >= 4, 60, "the 4 messages at the listener")
         with Admin(cluster.namesrv_addr) as admin:
@@ -265,6 +267,27 @@ def test_push_consumer_success_is_acked(
     got = run.json_lines()
     assert sorted(m["id"] for m in got) == sorted(ids)  # each once: none delivered again
     assert all(m["attempt"] == 1 for m in got)
+
+
+@pytest.mark.timeout(300)
+def test_a_push_consumer_failure_is_delivered_again_after_the_back_off(
+    cluster: LocalCluster, proxy: ProxyProcess, home: Path
+) -> None:
+    [msg_id] = send(cluster, "ProxyPushRetry", 1)
+    run = RunningClient(home, PUSH, proxy.addr, "ProxyPushRetry", "cg-push-retry", "1")
+    try:
+        # the first retry waits the back-off's first delay (10 s), sent in the Settings reply
+        wait_for(lambda: len(run.json_lines()) >= 2, 60, "the message delivered a second time")
+        with Admin(cluster.namesrv_addr) as admin:
+
+            def acked() -> bool:
+                rows = admin.pop_progress("cg-push-retry")
+                return sum(r.in_flight for r in rows) == 0 and sum(r.acked for r in rows) >= 1
+
+            wait_for(acked, 30, "the second delivery acked, none in flight")
+    finally:
+        assert run.stop() == 0
+    assert run.json_lines() == [{"id": msg_id, "attempt": 1}, {"id": msg_id, "attempt": 2}]
 
 
 # argv: endpoint, topic; the generated stub's view of a receive and of bad receipt handles
