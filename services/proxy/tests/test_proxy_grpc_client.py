@@ -1,7 +1,7 @@
 """The proxy process against RocketMQ 5's unchanged Python client (rocketmq-python-client 5.1.2,
 run from a venv of its own): normal sends through the proxy arrive in Ferry with body, tag,
 keys, properties and the client's message id; the calls the client does not make here are
-checked with the generated stub: Settings answered, a Status for what is not served."""
+checked with the generated stub: Settings answered, a Status for calls it cannot serve."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_normal_sends_through_the_proxy_reach_ferry_intact(
         assert msg.queue_offset == s["offset"]
 
 
-def test_settings_are_answered_and_calls_not_served_get_a_status(
+def test_settings_are_answered_and_bad_calls_get_a_status(
     proxy: ProxyProcess, client: ClientRunner
 ) -> None:
     seen: dict[str, Any] = json.loads(client(CALLS, proxy.addr, TOPIC))

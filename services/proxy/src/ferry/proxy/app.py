@@ -1,10 +1,12 @@
-"""The proxy's composition root: a grpc.aio server and ferry.client.aio's Producer on one
-asyncio loop, in the main thread.
+"""The proxy's composition root: a grpc.aio server, ferry.client.aio's Producer and the pop
+client of the consumers (consuming.Popper) on one asyncio loop, in the main thread.
 
 One loop rather than a gRPC thread pool beside the SDK: every call is a coroutine that awaits
 the SDK directly, with no hand-off between threads, and the Producer's automatic batching
 joins the sends of concurrent calls into one request per broker. The proxy keeps no state of
-its own: routes come from the name servers, messages go to the brokers.
+its own: routes come from the name servers, messages go to the brokers, and a receipt handle
+carries what an ack needs (the consumers' subscriptions, learnt from their Telemetry streams,
+are kept only to register them with the brokers while the streams are open).
 """
 
 from __future__ import annotations
