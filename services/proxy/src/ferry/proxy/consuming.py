@@ -5,6 +5,11 @@ ferry.client.aio client instance (its routes and connections) for every group.
 The proxy keeps nothing per message: a receipt handle names the broker and Ferry's own handle
 (receipts.py). A receive always ends before the client's deadline: the long poll is cut to
 what the deadline leaves, less a margin for the reply.
+
+A group new to a queue starts at the queue's first message (pop's from_first). RocketMQ's
+proxy starts it at the end unless that first message is still in memory, so that a group
+made just after a topic's first sends gets them; the proxy cannot see the store's memory, so
+for now a new group on a topic with a long history gets that history too.
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ log = logging.getLogger("ferry.proxy.consuming")
 
 # what a receive keeps of the client's deadline for the reply to reach it
 DEADLINE_MARGIN_S = 1.0
-DEFAULT_INVISIBLE_MS = 30_000  # a receive that names none (the push consumer's)
+# a receive that names none (the push consumer's), as RocketMQ's proxy; the proxy does not
+# renew it yet (auto_renew): a listener busy for longer gets the message again
+DEFAULT_INVISIBLE_MS = 60_000
 MAX_RECONSUME_TIMES = -1  # the group's retryMaxTimes
 
 
