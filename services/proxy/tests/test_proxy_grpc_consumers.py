@@ -323,6 +323,13 @@ def change(group, handle, seconds):
     req.invisible_duration.seconds = seconds
     return stub.ChangeInvisibleDuration(req, metadata=meta, timeout=5).status.code
 
+def renew(group, handle, seconds):
+    req = s.ChangeInvisibleDurationRequest(group=d.Resource(name=group),
+        topic=d.Resource(name=topic), receipt_handle=handle, message_id="x")
+    req.invisible_duration.seconds = seconds
+    reply = stub.ChangeInvisibleDuration(req, metadata=meta, timeout=5)
+    return reply.status.code, reply.receipt_handle
+
 replies, took = receive("cg-handles", 2, 10)
 kinds = [r.WhichOneof("content") for r in replies]
 out["kinds"] = kinds
@@ -335,8 +342,11 @@ out["forged"] = [ack("cg-handles", forged), change("cg-handles", forged, 5)]
 out["other_broker"] = ack("cg-handles", "F1" + base64.urlsafe_b64encode(b"nobroker\nh").decode())
 out["bad_invisible"] = change("cg-handles", handle, 0)
 out["other_group"] = ack("cg-other", handle)
-out["ack"] = ack("cg-handles", handle)
-out["ack_again"] = ack("cg-handles", handle)
+out["renew"], renewed = renew("cg-handles", handle, 30)
+out["renewed_differs"] = renewed != handle
+out["ack_old"] = ack("cg-handles", handle)
+out["ack"] = ack("cg-handles", renewed)
+out["ack_again"] = ack("cg-handles", renewed)
 # nothing left: a receive asking a 20 s long poll with a 4 s deadline ends in time
 empty, took = receive("cg-handles", 20, 4)
 out["empty"] = [r.status.code for r in empty]
@@ -359,6 +369,8 @@ def test_bad_receipt_handles_get_a_status_and_a_receive_beats_its_deadline(
     assert seen["other_broker"] == invalid
     assert seen["bad_invisible"] == 40011  # ILLEGAL_INVISIBLE_TIME
     assert seen["other_group"] == invalid
+    assert seen["renew"] == 20000 and seen["renewed_differs"]
+    assert seen["ack_old"] == invalid  # a change of invisible time replaces the handle
     assert seen["ack"] == 20000
     assert seen["ack_again"] == invalid  # acked already
     assert seen["empty"] == [40401]  # MESSAGE_NOT_FOUND: no messages, a success to the client
