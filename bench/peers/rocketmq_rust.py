@@ -145,12 +145,31 @@ def start_rust(servers: Servers) -> System:
         namesrv, lambda: call_ok(namesrv_addr, RequestCode.GET_BROKER_CLUSTER_INFO, {}) != b"", 60
     )
     port, ha_port = broker_ports()
-    conf = home / "broker.properties"
+    store = json.dumps(str(home / "store"))
+    conf = home / "broker.toml"  # TOML: its Java-properties reader has no bindAddress
     conf.write_text(
-        f"brokerClusterName=FerryBenchRust\nbrokerName={RUST_BROKER_NAME}\nbrokerId=0\n"
-        f"namesrvAddr={namesrv_addr}\nbrokerIP1=127.0.0.1\nlistenPort={port}\n"
-        f"haListenPort={ha_port}\nstorePathRootDir={home / 'store'}\n"
-        "autoCreateTopicEnable=true\nflushDiskType=ASYNC_FLUSH\nbrokerRole=ASYNC_MASTER\n"
+        f"""[broker]
+namesrvAddr = "{namesrv_addr}"
+brokerIp1 = "127.0.0.1"
+listenPort = {port}
+storePathRootDir = {store}
+autoCreateTopicEnable = true
+
+[broker.brokerIdentity]
+brokerClusterName = "FerryBenchRust"
+brokerName = "{RUST_BROKER_NAME}"
+brokerId = 0
+
+[broker.brokerServerConfig]
+bindAddress = "127.0.0.1"
+
+[store]
+storePathRootDir = {store}
+haListenAddress = "127.0.0.1"
+haListenPort = {ha_port}
+flushDiskType = "ASYNC_FLUSH"
+brokerRole = "ASYNC_MASTER"
+"""
     )
     broker_addr = f"127.0.0.1:{port}"
     broker = servers.spawn(
