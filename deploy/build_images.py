@@ -55,6 +55,7 @@ IMAGE_PACKAGES = (
     "ferry-ha-replicator",
     "ferry-console",
     "ferry-controller",
+    "ferry-proxy",
     "ferry",
 )
 

@@ -2,7 +2,8 @@
 """`ferry-healthcheck SERVICE ENDPOINT`: the containers' health probe (exit 0 when healthy).
 
 The console is healthy when its /healthz URL answers 200; etcd (its own container in the `ha`
-profile) when its /health URL answers 200 with health "true", that is when it has a leader.
+profile) when its /health URL answers 200 with health "true", that is when it has a leader;
+the gRPC proxy (`proxy host:port`) when its HTTP/2 channel comes up.
 
 A service is healthy when it answers a ping with its name (namesrv, broker-store, and any
 service built on ferry.runtime's loop). broker-remoting is healthy when it answers a
@@ -70,8 +71,22 @@ class Asker:
         return None if answer is None else answer[0]
 
 
+def check_grpc(target: str) -> str:
+    """'' when a gRPC channel to host:port becomes ready (the HTTP/2 handshake done)."""
+    import grpc  # only the proxy's probe pays for it
+
+    with grpc.insecure_channel(target) as channel:
+        try:
+            grpc.channel_ready_future(channel).result(timeout=TIMEOUT_MS / 1000)
+        except grpc.FutureTimeoutError:
+            return f"no gRPC channel to {target} within {TIMEOUT_MS / 1000:.0f} s"
+    return ""
+
+
 def check(service: str, endpoint: str) -> str:
     """Returns '' when healthy, else why not."""
+    if service == "proxy":
+        return check_grpc(endpoint)
     if service == "console":
         return check_http(endpoint)
     if service == "etcd":  # http://host:port/health: {"health":"true"} once it has a leader

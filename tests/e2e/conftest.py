@@ -34,6 +34,7 @@ PROJECT_PREFIX = "ferry-e2e-"
 ADVERTISED_HOST = "127.0.0.2"
 SERVICES = (
     "namesrv",
+    "proxy",
     "broker-store",
     "broker-index",
     "broker-scheduler",
@@ -155,6 +156,11 @@ class ComposeStack:
     @property
     def metrics_url(self) -> str:
         return f"http://{self.settings['PUBLISH_HOST']}:{self.settings['METRICS_PORT']}/metrics"
+
+    @property
+    def proxy_endpoint(self) -> str:
+        """The gRPC proxy, RocketMQ 5's clients' endpoint (8081 by default)."""
+        return f"{self.settings['PUBLISH_HOST']}:{self.settings['PROXY_PORT']}"
 
     @property
     def broker_addr(self) -> str:
@@ -317,6 +323,7 @@ def open_stack(
         "NAMESRV_PORT": str(free_port(ADVERTISED_HOST)),
         "NATIVE_NAMESRV_PORT": str(free_port(ADVERTISED_HOST)),
         "CONSOLE_PORT": str(free_port(ADVERTISED_HOST)),
+        "PROXY_PORT": str(free_port(ADVERTISED_HOST)),
         "METRICS_PORT": str(free_port(ADVERTISED_HOST)),
         "CONTROLLER_PORT": str(free_port(ADVERTISED_HOST)),
         "BROKER_B_PORT": str(free_port(ADVERTISED_HOST)),

@@ -5,6 +5,7 @@ the store container and a compose down + up."""
 from __future__ import annotations
 
 import json
+import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -18,7 +19,7 @@ from rocketmq_client_support import CONSUMER, RocketMQConsumer, probe_until_cons
 from ferry.admin import Admin
 from ferry.client import FerryError, Message, Producer, SendStatus
 from ferry.protocol.rocketmq import RequestCode
-from ferry.runtime.testing.client_venvs import rocketmq_remoting_python
+from ferry.runtime.testing.client_venvs import rocketmq_grpc_python, rocketmq_remoting_python
 from ferry.runtime.testing.remoting_client import RemotingClient
 
 if TYPE_CHECKING:
@@ -138,6 +139,50 @@ def test_rocketmq_clients_on_the_host_use_the_published_rocketmq_ports(
         consumer.stop()
     [delivered] = [m for m in consumer.messages if m["body"] == "from-ferry"]
     assert (delivered["tags"], delivered["keys"]) == ("F", "fk-1")
+
+
+# RocketMQ 5's Python client: sends through the endpoint it is given; one JSON line per message
+GRPC_SEND = r"""
+import json, sys
+from rocketmq import ClientConfiguration, Credentials, Message, Producer
+endpoint, topic = sys.argv[1], sys.argv[2]
+producer = Producer(ClientConfiguration(endpoint, Credentials()), (topic,))
+producer.startup()
+try:
+    for i in range(5):
+        msg = Message()
+        msg.topic = topic
+        msg.body = f"grpc-{i}".encode()
+        msg.tag = "G"
+        msg.keys = f"gk-{i}"
+        print(json.dumps({"id": producer.send(msg).message_id}), flush=True)
+finally:
+    producer.shutdown()
+"""
+
+
+def test_rocketmq_5_clients_on_the_host_send_through_the_published_proxy(
+    running: ComposeStack, tmp_path: Path
+) -> None:
+    topic = "E2EProxy"
+    with Admin(running.namesrv) as admin:
+        admin.create_topic(topic, 4, 4)
+    home = tmp_path / "home"
+    home.mkdir()  # the client writes its log under ~/logs
+    sent = subprocess.run(
+        [str(rocketmq_grpc_python()), "-c", GRPC_SEND, running.proxy_endpoint, topic],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    ids = {json.loads(line)["id"] for line in sent.stdout.splitlines() if line.startswith("{")}
+    bodies = {f"grpc-{i}".encode() for i in range(5)}
+    got = consume_all(running.namesrv, "e2e-proxy-reader", topic, bodies)
+    assert {m.msg_id for m in got if m.body in bodies} == ids
+    assert {m.tags for m in got if m.body in bodies} == {"G"}
 
 
 def test_acknowledged_messages_survive_kill_9_of_the_store_container(
