@@ -38,7 +38,7 @@ def up(
         int,
         typer.Option(
             help="a gRPC proxy for RocketMQ 5's clients (their endpoints); 0 = any free port, "
-            "-1 = none (the default while the proxy serves sends only: issue 41)"
+            "-1 = none (the default until the proxy is complete: issue 41)"
         ),
     ] = -1,
     broker_port: Annotated[int, typer.Option(help="0 = any free port")] = 10911,
