@@ -18,7 +18,7 @@ from ferry.protocol.rocketmq.codes import RequestCode, ResponseCode
 from ferry.protocol.rocketmq.command import RemotingCommand
 from ferry.remoting.door.client_calls import ASK_TIMEOUT_S
 from ferry.runtime.launcher import LocalCluster
-from ferry.runtime.testing.remoting_client import RemotingClient
+from ferry.runtime.testing.remoting_client import RemotingClient, consumer_heartbeat
 
 pytestmark = pytest.mark.integration
 
@@ -33,19 +33,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, door_cluster: Any) -> Iter
 
 
 def heartbeat(client: RemotingClient, client_id: str) -> None:
-    beat = {
-        "clientID": client_id,
-        "consumerDataSet": [
-            {
-                "consumeFromWhere": 0,
-                "consumeType": 1,
-                "groupName": GROUP,
-                "messageModel": 1,
-                "subscriptionDataSet": [{"subString": "*", "subVersion": "1", "topic": TOPIC}],
-            }
-        ],
-    }
-    got = client.call(RequestCode.HEART_BEAT, body=json.dumps(beat).encode())
+    got = client.call(RequestCode.HEART_BEAT, body=consumer_heartbeat(client_id, GROUP, TOPIC))
     assert got.code == ResponseCode.SUCCESS, got.remark
 
 

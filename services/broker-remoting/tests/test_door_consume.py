@@ -15,7 +15,7 @@ from ferry.client import Message, MessageQueue, Producer
 from ferry.protocol import record
 from ferry.protocol.rocketmq.codes import ONEWAY_FLAG, RequestCode, ResponseCode
 from ferry.runtime.launcher import LocalCluster
-from ferry.runtime.testing.remoting_client import RemotingClient
+from ferry.runtime.testing.remoting_client import RemotingClient, consumer_heartbeat
 
 pytestmark = pytest.mark.integration
 
@@ -44,22 +44,7 @@ def door(cluster: LocalCluster) -> Iterator[RemotingClient]:
 
 
 def heartbeat_body(client_id: str, group: str, expression: str = "*") -> bytes:
-    """What the C++ client sends: enums as numbers, codeSet zeros, a newline at the end."""
-    beat = {
-        "clientID": client_id,
-        "consumerDataSet": [
-            {
-                "consumeFromWhere": 0,
-                "consumeType": 1,
-                "groupName": group,
-                "messageModel": 1,
-                "subscriptionDataSet": [
-                    {"codeSet": [0], "subString": expression, "subVersion": "1", "topic": TOPIC}
-                ],
-            }
-        ],
-    }
-    return json.dumps(beat).encode() + b"\n"
+    return consumer_heartbeat(client_id, group, TOPIC, expression)
 
 
 def consumer_ids(door: RemotingClient, group: str) -> list[str]:

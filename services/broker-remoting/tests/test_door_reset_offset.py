@@ -16,7 +16,7 @@ from ferry.client import Message, MessageQueue, Producer
 from ferry.protocol.rocketmq.codes import LanguageCode, RequestCode, ResponseCode
 from ferry.protocol.rocketmq.command import RemotingCommand
 from ferry.runtime.launcher import LocalCluster
-from ferry.runtime.testing.remoting_client import RemotingClient
+from ferry.runtime.testing.remoting_client import RemotingClient, consumer_heartbeat
 
 pytestmark = pytest.mark.integration
 
@@ -47,19 +47,8 @@ def commit(door: RemotingClient, queue_id: int, offset: int) -> None:
 def heartbeat(
     door: RemotingClient, client_id: str, language: LanguageCode = LanguageCode.JAVA
 ) -> None:
-    beat = {
-        "clientID": client_id,
-        "consumerDataSet": [
-            {
-                "consumeFromWhere": 0,
-                "consumeType": 1,
-                "groupName": GROUP,
-                "messageModel": 1,
-                "subscriptionDataSet": [{"subString": "*", "subVersion": "1", "topic": TOPIC}],
-            }
-        ],
-    }
-    got = door.call(RequestCode.HEART_BEAT, body=json.dumps(beat).encode(), language=language)
+    body = consumer_heartbeat(client_id, GROUP, TOPIC)
+    got = door.call(RequestCode.HEART_BEAT, body=body, language=language)
     assert got.code == ResponseCode.SUCCESS, got.remark
 
 

@@ -5,6 +5,7 @@ RocketMQ client or tool would (or something no client would) and read the answer
 from __future__ import annotations
 
 import itertools
+import json
 import socket
 import struct
 import time
@@ -13,6 +14,26 @@ from ferry.protocol.rocketmq.codes import LanguageCode, SerializeType
 from ferry.protocol.rocketmq.command import RemotingCommand, decode, encode
 
 _LENGTH = struct.Struct(">i")
+
+
+def consumer_heartbeat(client_id: str, group: str, topic: str, expression: str = "*") -> bytes:
+    """A push consumer's HEART_BEAT body as the C++ client sends it: enums as numbers, codeSet
+    zeros, a newline at the end."""
+    beat = {
+        "clientID": client_id,
+        "consumerDataSet": [
+            {
+                "consumeFromWhere": 0,
+                "consumeType": 1,
+                "groupName": group,
+                "messageModel": 1,
+                "subscriptionDataSet": [
+                    {"codeSet": [0], "subString": expression, "subVersion": "1", "topic": topic}
+                ],
+            }
+        ],
+    }
+    return json.dumps(beat).encode() + b"\n"
 
 
 class RemotingClient:
