@@ -365,7 +365,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--messages", type=int, default=15_000)
     parser.add_argument("--quick", action="store_true", help="1 round of 2,000 messages")
-    args = parser.parse_args()
+    # `make bench-peers ARGS=...` hands compare_peers.py's options (--runs, --only) here too
+    args, ignored = parser.parse_known_args()
+    if ignored:
+        print(f"(ignored: {' '.join(ignored)})")
     if args.quick:
         args.rounds, args.messages = 1, 2000
     absent = missing()
