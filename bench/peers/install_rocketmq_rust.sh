@@ -33,4 +33,4 @@ if stale; then
 else
     echo "driver: already built ($DRIVER)"
 fi
-echo "built: $BIN/rocketmq-namesrv-rust, $BIN/rocketmq-broker-rust, $TARGET/release/driver"
+echo "ready: $BIN/rocketmq-namesrv-rust, $BIN/rocketmq-broker-rust, $TARGET/release/driver"
