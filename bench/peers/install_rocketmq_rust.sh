@@ -4,7 +4,8 @@
 #   binaries in .ferry/peers/rocketmq-rust/bin);
 # - the benchmark driver bench/peers/rocketmq-rust-driver (rocketmq-client-rust 1.0.0), built
 #   into .ferry/peers/rust-driver-target, outside the source tree.
-# Both under nice -n 19: the two together take 20-40 minutes on 2 cores. Needs cargo >= 1.95.
+# Both under nice -n 19. On 2 busy shared cores, side by side, the servers took 77 minutes and
+# the driver 25 (2026-12-03); a rebuild of the driver alone, a few minutes. Needs cargo >= 1.95.
 set -e
 cd "$(dirname "$0")/../.."
 PEERS="$PWD/.ferry/peers"

@@ -374,8 +374,9 @@ def main() -> None:
     absent = missing()
     if absent:
         print("missing: " + ", ".join(str(p.relative_to(ROOT)) for p in absent))
-        print(f"build them with: {INSTALL}  (cargo install of rocketmq-namesrv and")
-        print("rocketmq-broker 1.0.0, and cargo build --release of the driver; 20-40 min)")
+        print(f"build them with: {INSTALL}")
+        print("(cargo install of rocketmq-namesrv and rocketmq-broker 1.0.0, cargo build of the")
+        print("driver: an hour or more on 2 cores)")
         raise SystemExit(2)
     n = args.messages
     sync = max(200, n // 5)
