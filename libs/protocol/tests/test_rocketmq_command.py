@@ -112,6 +112,12 @@ def test_json_header_always_carries_ext_fields_and_remark() -> None:
     assert header["flag"] == RESPONSE_FLAG
 
 
+def test_json_header_says_its_serialization_as_java_writes_it() -> None:
+    # rocketmq-client-rust drops every answer whose header lacks serializeTypeCurrentRPC
+    header = json.loads(encode(RemotingCommand(code=0, flag=RESPONSE_FLAG))[8:])
+    assert header["serializeTypeCurrentRPC"] == "JSON"
+
+
 def test_json_header_names_the_language_and_missing_fields_take_defaults() -> None:
     frame = encode(RemotingCommand(code=0, language=LanguageCode.NODE_JS))
     assert json.loads(frame[8:])["language"] == "NODE_JS"

@@ -86,6 +86,7 @@ def test_a_route_names_each_brokers_door_with_counts_as_numbers(
             "cluster": "DefaultCluster",
             "brokerName": "broker-door",
             "brokerAddrs": {"0": "127.0.0.1:19911", "1": "127.0.0.2:19911"},
+            "enableActingMaster": False,  # the Rust client needs it present
         }
     ]
     # the broker without a door is left out with its queues

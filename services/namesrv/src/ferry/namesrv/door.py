@@ -50,6 +50,8 @@ def _broker_json(data: BrokerData) -> dict[str, Any] | None:
         "cluster": data.cluster,
         "brokerName": data.broker_name,
         "brokerAddrs": {str(k): v for k, v in sorted(data.rocketmq_addrs.items())},
+        # RocketMQ 5's field (no acting master in Ferry): the Rust client needs it present
+        "enableActingMaster": False,
     }
 
 

@@ -74,8 +74,9 @@ class RemotingCommand(msgspec.Struct, kw_only=True):
 
 
 class _JsonHeader(msgspec.Struct):
-    """The JSON header as clients send it (unknown keys such as Java's
-    serializeTypeCurrentRPC are ignored). language is a name; fastjson also reads a number."""
+    """The JSON header as clients send it (unknown keys are ignored). language is a name;
+    fastjson also reads a number. serializeTypeCurrentRPC goes out as Java writes it: the Rust
+    client (rocketmq-client-rust) drops a header without it."""
 
     code: _I32
     language: str | int = "JAVA"
@@ -84,6 +85,7 @@ class _JsonHeader(msgspec.Struct):
     flag: _I32 = 0
     remark: str | None = None
     extFields: dict[str, str] | None = None  # noqa: N815  # the wire's name
+    serializeTypeCurrentRPC: str = "JSON"  # noqa: N815
 
 
 class _LooseJsonHeader(_JsonHeader):
