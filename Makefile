@@ -69,10 +69,15 @@ bench: install
 
 # Ferry against Redis Streams, NATS JetStream and RabbitMQ (docs/benchmarks.md, "Peers"):
 # installs the brokers (apt) when missing; their Python clients (the `bench` group) come with
-# `install`. `make bench-peers ARGS=--quick` for a smoke run.
+# `install`. Then RocketMQ itself, in Rust, against Ferry's RocketMQ door with one Rust client
+# (docs/benchmarks.md, "RocketMQ in Rust"): the first run builds it from crates.io (over an
+# hour on 2 cores; kept under .ferry/peers), which is why it is not part of `make test`.
+# `make bench-peers ARGS=--quick` for a smoke run.
 bench-peers: install
 	@sh bench/peers/install.sh
 	$(RUN) python bench/compare_peers.py $(ARGS)
+	@sh bench/peers/install_rocketmq_rust.sh
+	$(RUN) python bench/peers/rocketmq_rust.py $(ARGS)
 
 clean:
 	rm -rf .venv .ferry .pytest_cache .mypy_cache .ruff_cache
