@@ -116,6 +116,8 @@ def test_a_popped_message_reaches_the_client_with_id_digest_handle_and_attempt()
             "TAGS": "TagA",
             "KEYS": "k1 k2",
             PROPERTY_RECEIPT_HANDLE: "ferry-handle",
+            "traceparent": "00-fdd5e214cba447e2493274cef6a9652f-ed9a1e8d8bfa0477-01",
+            "tracestate": "k=v",
         },
         msg_id="01ABC",
         queue=MessageQueue("T1", "broker-a", 3),
@@ -129,7 +131,9 @@ def test_a_popped_message_reaches_the_client_with_id_digest_handle_and_attempt()
     out = delivery.outbound(msg, topic, 30_000)
     sp = out.system_properties
     assert out.body == b"hello" and out.topic.name == "T1"
-    assert dict(out.user_properties) == {"color": "blue"}  # no system property, no POP_CK
+    # no system property, no POP_CK, no trace context: that has a field of its own
+    assert dict(out.user_properties) == {"color": "blue"}
+    assert sp.trace_context == "00-fdd5e214cba447e2493274cef6a9652f-ed9a1e8d8bfa0477-01"
     assert (sp.tag, list(sp.keys), sp.message_id) == ("TagA", ["k1", "k2"], "01ABC")
     assert sp.body_digest.checksum == body_digest(b"hello")
     assert (sp.queue_id, sp.queue_offset, sp.delivery_attempt) == (3, 42, 3)

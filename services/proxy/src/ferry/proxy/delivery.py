@@ -105,15 +105,23 @@ def receive_ask(request: Pb) -> ReceiveAsk:
     )
 
 
+TRACEPARENT = "traceparent"
+_NOT_USER = frozenset((PROPERTY_RECEIPT_HANDLE, TRACEPARENT, "tracestate"))
+
+
 def outbound(msg: MessageExt, topic: Pb, invisible: int) -> Pb:
-    """The client's Message for a popped one: user properties apart from the system ones, the
-    producer's id (UNIQ_KEY), a CRC32 digest, and a receipt handle naming its broker."""
+    """The client's Message for a popped one: user properties apart from the system ones and
+    the trace context (its own field), the producer's id (UNIQ_KEY), a CRC32 digest, and a
+    receipt handle naming its broker."""
     out = definition.Message(body=msg.body)
     out.topic.CopyFrom(topic)
     for name, value in msg.properties.items():
-        if name not in SYSTEM_PROPERTIES and name != PROPERTY_RECEIPT_HANDLE:
+        if name not in SYSTEM_PROPERTIES and name not in _NOT_USER:
             out.user_properties[name] = value
     sp = out.system_properties
+    # the W3C context Ferry's producers put in the properties is RocketMQ 5's trace_context
+    if TRACEPARENT in msg.properties:
+        sp.trace_context = msg.properties[TRACEPARENT]
     if msg.tags:
         sp.tag = msg.tags
     sp.keys.extend(msg.keys)
