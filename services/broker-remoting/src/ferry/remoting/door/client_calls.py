@@ -30,8 +30,10 @@ from ferry.remoting.calls import Handler
 from ferry.remoting.door.asks import Asks
 from ferry.remoting.door.consume import DoorClients
 from ferry.runtime.call import Payload
+from ferry.runtime.remoting_auth import ACCESS_KEY, SIGNATURE
 from ferry.runtime.remoting_door import DoorCall, Route
 
+_TOOL_ONLY = frozenset((ACCESS_KEY, SIGNATURE, "OnsChannel", "SecurityToken"))
 # under the tools' own wait (mqadmin's is 5 s or more), so they get the broker's reason
 ASK_TIMEOUT_S = 4.0
 
@@ -49,8 +51,10 @@ def _ask_client(clients: DoorClients, cmd: RemotingCommand, call: DoorCall, body
             )
         )
         return
+    # the tool's own credentials are not passed on to the client
+    fields = {k: v for k, v in cmd.ext_fields.items() if k not in _TOOL_ONLY}
     asked = RemotingCommand(
-        code=cmd.code, ext_fields=dict(cmd.ext_fields), body=body, serialize_type=cmd.serialize_type
+        code=cmd.code, ext_fields=fields, body=body, serialize_type=cmd.serialize_type
     )
 
     def on_answer(answer: RemotingCommand | None) -> None:

@@ -42,8 +42,7 @@ class _Reset:
         self.topic = ext(cmd, "topic")
         self.group = ext(cmd, "group")
         self.force = cmd.ext_fields.get("isForce", "true").lower() != "false"
-        queue = cmd.ext_fields.get("queueId", "")
-        self.one_queue = int(queue) if queue.lstrip("-").isdigit() and int(queue) >= 0 else -1
+        self.one_queue = max(ext_int(cmd, "queueId", -1), -1)  # -1: every read queue
         self.timestamp = ext_int(cmd, "timestamp", -1)
         self.offset = ext_int(cmd, "offset", -1)
         if self.one_queue < 0 and self.timestamp < 0:
