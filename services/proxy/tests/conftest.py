@@ -24,9 +24,11 @@ ClientRunner = Callable[..., str]
 class ProxyProcess:
     """`python -m ferry.proxy` on a free port; its lines kept, its address from READY."""
 
-    def __init__(self, namesrv: str, home: Path) -> None:
+    def __init__(self, namesrv: str, home: Path, settings: dict[str, str] | None = None) -> None:
         self.lines: list[str] = []
         args = ["--set", f"namesrvAddr={namesrv}", "--set", "proxyListenPort=0"]
+        for key, value in (settings or {}).items():
+            args += ["--set", f"{key}={value}"]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ferry.proxy", *args],
             stdout=subprocess.PIPE,
@@ -85,8 +87,16 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def proxy(cluster: LocalCluster, home: Path) -> Iterator[ProxyProcess]:
-    process = ProxyProcess(cluster.namesrv_addr, home)
+def proxy_settings() -> dict[str, str]:
+    """Keys of the proxy's config for a module's proxy (a module overrides this)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def proxy(
+    cluster: LocalCluster, home: Path, proxy_settings: dict[str, str]
+) -> Iterator[ProxyProcess]:
+    process = ProxyProcess(cluster.namesrv_addr, home, proxy_settings)
     try:
         yield process
     finally:

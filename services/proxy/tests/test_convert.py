@@ -113,3 +113,12 @@ def test_a_push_consumer_gets_everything_in_its_first_reply() -> None:
     assert sub.receive_batch_size == 32
     assert got.backoff_policy.max_attempts == 17
     assert [d.seconds for d in got.backoff_policy.customized_backoff.next] == [10, 30]
+
+
+def test_a_consumers_max_attempts_are_its_groups_retry_max_times_plus_one() -> None:
+    client = definition.Settings(client_type=2)
+    client.subscription.group.name = "G"
+    server = convert.ServerSettings(max_body_size=1, consume_backoff_ms=(10_000, 30_000))
+    got = convert.settings_command(client, server, consume_attempts=3).settings
+    assert got.backoff_policy.max_attempts == 3  # retryMaxTimes 2: two retries
+    assert [d.seconds for d in got.backoff_policy.customized_backoff.next] == [10, 30]

@@ -24,6 +24,12 @@ def test_a_receipt_handle_round_trips_broker_and_ferry_handle() -> None:
     text = receipts.encode(receipt)
     assert text.startswith("F1") and "\n" not in text and "=" not in text
     assert receipts.decode(text) == receipt
+    assert receipts.decode(text).phys_offset == -1  # an older handle names no offset
+
+
+def test_a_receipt_handle_carries_the_messages_commitlog_offset() -> None:
+    receipt = receipts.Receipt("broker-a", "12.0.1700000000000", 4096)
+    assert receipts.decode(receipts.encode(receipt)) == receipt
 
 
 @pytest.mark.parametrize(
@@ -36,6 +42,7 @@ def test_a_receipt_handle_round_trips_broker_and_ferry_handle() -> None:
         "F1" + base64.urlsafe_b64encode(b"\nhandle-without-broker").decode(),
         "F1" + base64.urlsafe_b64encode(b"broker\n").decode(),
         "F1" + base64.urlsafe_b64encode(b"\xff\xfe\nx").decode(),
+        "F1" + base64.urlsafe_b64encode(b"broker\nhandle\nnot-an-offset").decode(),
         "F1" + "A" * 5000,
     ],
 )
@@ -126,6 +133,7 @@ def test_a_popped_message_reaches_the_client_with_id_digest_handle_and_attempt()
         store_timestamp=1_700_000_000_456,
         reconsume_times=2,
         broker_name="broker-a",
+        commitlog_offset=8192,
     )
     topic = definition.Resource(name="T1")
     out = delivery.outbound(msg, topic, 30_000)
@@ -139,7 +147,7 @@ def test_a_popped_message_reaches_the_client_with_id_digest_handle_and_attempt()
     assert (sp.queue_id, sp.queue_offset, sp.delivery_attempt) == (3, 42, 3)
     assert sp.born_timestamp.ToMilliseconds() == 1_700_000_000_123
     assert sp.invisible_duration.ToMilliseconds() == 30_000
-    assert receipts.decode(sp.receipt_handle) == receipts.Receipt("broker-a", "ferry-handle")
+    assert receipts.decode(sp.receipt_handle) == receipts.Receipt("broker-a", "ferry-handle", 8192)
 
 
 def test_a_receive_polls_no_longer_than_its_deadline_allows() -> None:

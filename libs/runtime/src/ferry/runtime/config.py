@@ -90,10 +90,22 @@ class ProxyConfig(SecurityConfig, rename=_conf_name, kw_only=True):
     proxy_listen_port: int = 8081  # 0: a free port
     # the largest body a client may send, given to the clients in their Settings
     max_message_size: int = 4 * 1024 * 1024
+    # RocketMQ's proxy keys: a push consumer's receive names no invisible time and gets this
+    # one; its messages are renewed for as long again when renewAheadTimeMillis is left, for
+    # at most renewMaxTimeMillis (services/proxy renew.py)
+    default_invisible_time_mills: int = 60_000
+    renew_ahead_time_millis: int = 10_000
+    renew_max_time_millis: int = 3 * 3600 * 1000
 
     def check(self) -> None:
         if not self.namesrv_addr.strip():
             raise ConfigError("namesrvAddr is required (host:port[;host:port])")
+        if not 1000 <= self.default_invisible_time_mills <= 12 * 3600 * 1000:
+            raise ConfigError("defaultInvisibleTimeMills must be between 1 s and 12 h")
+        if not 0 < self.renew_ahead_time_millis < self.default_invisible_time_mills:
+            raise ConfigError("renewAheadTimeMillis must be above 0 and below the invisible time")
+        if self.renew_max_time_millis < 0:
+            raise ConfigError("renewMaxTimeMillis must not be negative")
         if not 0 <= self.proxy_listen_port <= 65535:
             raise ConfigError(f"proxyListenPort {self.proxy_listen_port} is not a port")
         if not 0 < self.max_message_size <= 64 * 1024 * 1024:
@@ -174,6 +186,10 @@ class BrokerConfig(SecurityConfig, rename=_conf_name, kw_only=True):
     long_polling_enable: bool = True
     # SQL92 subscriptions (MessageSelector.by_sql), filtered by the store; refused when false
     enable_property_filter: bool = False
+    # a pop with init_mode "fresh" (the gRPC proxy's) starts a new group at a queue's first
+    # message when that was stored less than this long ago (and none was deleted); else at
+    # the queue's end. Ferry's stand-in for RocketMQ's "first message still in memory".
+    pop_init_fresh_millis: int = 30 * 60 * 1000
     # request/reply: a copy of each reply is stored in <cluster>_REPLY_TOPIC (RocketMQ's key)
     store_reply_message_enable: bool = True
     # remoting reads pulled records from the store's CommitLog files when it sees them (one

@@ -44,6 +44,7 @@ REMOTING_LIVE_KEYS = frozenset(
         "maxMessageSize",
         "longPollingEnable",
         "enablePropertyFilter",
+        "popInitFreshMillis",
     }
 )
 # taken by broker-store while running (its admin_handlers.LIVE_KEYS: services share no code)

@@ -7,6 +7,16 @@ group's offset past them and answers. One pop per (group, queue) is in flight at
 consumers sharing a queue never get the same message while it is invisible. When no queue
 has anything, the pop is tried again every POLL_RETRY_S until its poll time is up.
 
+Where a group new to a queue starts (PopMessageRequest.init_mode): by from_first, at the
+queue's first message or at its end; or, with POP_INIT_FRESH (the gRPC proxy's pops, as
+RocketMQ 5's proxy pops with initMode MAX except where the queue's first message is still in
+memory), at its end unless the queue is fresh. Ferry's store maps its CommitLog and has no
+measure of what the page cache holds, so "in memory" is taken to mean recent: the queue's
+min offset is 0 (retention deleted nothing) and its first message was stored less than
+popInitFreshMillis ago (30 minutes by default). A group made just after a topic's first
+sends gets them; one made on a topic with an old history starts at its end. The first pop of
+a group on such a queue reads its first message once (a probe) to decide.
+
 Acks and changes of invisible time are passed to the revive service, which holds what is in
 flight and checks the receipt handle. docs/architecture.md (pop consumption) has the design.
 """
@@ -29,6 +39,7 @@ from ferry.protocol.errors import (
     TopicNotExistError,
 )
 from ferry.protocol.messages import (
+    POP_INIT_FRESH,
     AckMessageRequest,
     AnyReply,
     BatchAckMessageRequest,
@@ -95,11 +106,13 @@ class PopProcessor:
         self._turn = itertools.count()
         self.broker_perm: int = Perm.READ_WRITE
         self.property_filter = False  # enablePropertyFilter: SQL92 pops
+        self.init_fresh_ms = 30 * 60 * 1000  # popInitFreshMillis
 
     def apply_config(self, config: BrokerConfig) -> None:
         """The keys read here that updateBrokerConfig may change live."""
         self.broker_perm = config.broker_permission
         self.property_filter = config.enable_property_filter
+        self.init_fresh_ms = config.pop_init_fresh_millis
 
     def release(self, key: tuple[str, str, int]) -> None:
         """A pop of the queue ended: pops that skipped it as busy look again now."""
@@ -251,6 +264,9 @@ class _PopScan:
         if offset is None:
             offset = 0
         self.o.busy.add(key)
+        if first and self.req.init_mode == POP_INIT_FRESH and qtopic == self.req.topic:
+            self._probe(key)
+            return
 
         def on_get(body: AnyReply, frames: list[Any]) -> None:
             if not isinstance(body, StoreGetReply):
@@ -283,6 +299,36 @@ class _PopScan:
             on_get,
             timeout_s=STORE_TIMEOUT_S,
         )
+
+    def _probe(self, key: tuple[str, str, int]) -> None:
+        """A group's first pop of a queue in POP_INIT_FRESH: its start (0 when the queue is
+        fresh, else its end) committed, then the same queue popped from there."""
+        group, qtopic, qid = key
+
+        def on_get(body: AnyReply, frames: list[Any]) -> None:
+            if not isinstance(body, StoreGetReply):
+                self.o.release(key)
+                self._fail(body)
+                return
+            start = 0 if self._fresh(body, frames) else body.max_offset
+            self.o._offsets.commit(group, qtopic, qid, start)
+            self.o.release(key)
+            self.tried -= 1  # the queue again, from its offset now
+            self.run()
+
+        self.o._store.request(
+            StoreGetRequest(topic=qtopic, queue_id=qid, queue_offset=0, max_msgs=1),
+            on_get,
+            timeout_s=STORE_TIMEOUT_S,
+        )
+
+    def _fresh(self, body: StoreGetReply, frames: list[Any]) -> bool:
+        if body.min_offset != 0:
+            return False  # retention deleted its first messages: an old queue
+        if body.status != PullStatus.FOUND or not frames:
+            return body.max_offset == 0  # empty: its end is its start
+        first = next(record.iter_records(bytes(frames[0])), None)
+        return first is not None and now_ms() - first.store_timestamp < self.o.init_fresh_ms
 
     def _checkpoint(self, key: tuple[str, str, int], body: StoreGetReply, frame: bytes) -> None:
         group, qtopic, qid = key

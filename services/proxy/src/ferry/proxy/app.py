@@ -21,6 +21,7 @@ import grpc
 from ferry.client.aio import Producer
 from ferry.proxy.consuming import Popper
 from ferry.proxy.convert import ServerSettings
+from ferry.proxy.renew import Renewer, RenewPolicy
 from ferry.proxy.routes import RouteLookup
 from ferry.proxy.service import MessagingService
 from ferry.runtime.config import DEFAULT_DELAY_LEVELS, ProxyConfig, parse_delay_levels
@@ -67,11 +68,18 @@ class ProxyApp:
         if port == 0:  # older grpc's way to say the same
             raise ListenError("the port is in use or the host is not this machine's")
         where = (config.advertised_host, port)
-        service = MessagingService(producer, popper, routes, self.settings, where)
+        policy = RenewPolicy(
+            invisible_ms=config.default_invisible_time_mills,
+            ahead_ms=config.renew_ahead_time_millis,
+            max_ms=config.renew_max_time_millis,
+        )
+        renewer = Renewer(popper, policy)
+        service = MessagingService(producer, popper, routes, self.settings, where, renewer)
         server.add_generic_rpc_handlers((service.handler(),))
         await producer.start()
         routes.start()
         popper.start()
+        renewer.start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -86,6 +94,7 @@ class ProxyApp:
         finally:
             watch.cancel()
             await server.stop(STOP_GRACE_S)
+            await renewer.close()
             await producer.shutdown()
             await routes.close()
             await popper.close()

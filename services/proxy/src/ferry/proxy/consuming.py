@@ -1,15 +1,22 @@
-"""The proxy's consumers: ReceiveMessage, AckMessage, ChangeInvisibleDuration and
-QueryAssignment on Ferry's pop, with pop_codec's requests and replies and one
-ferry.client.aio client instance (its routes and connections) for every group.
+"""The proxy's consumers: ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+ForwardMessageToDeadLetterQueue and QueryAssignment on Ferry's pop, with pop_codec's requests
+and replies and one ferry.client.aio client instance (its routes and connections) for every
+group.
 
-The proxy keeps nothing per message: a receipt handle names the broker and Ferry's own handle
+The proxy keeps nothing per message but the handles it renews for push consumers (renew.py):
+a receipt handle names the broker, Ferry's own handle and the message's CommitLog offset
 (receipts.py). A receive always ends before the client's deadline: the long poll is cut to
 what the deadline leaves, less a margin for the reply.
 
-A group new to a queue starts at the queue's first message (pop's from_first). RocketMQ's
-proxy starts it at the end unless that first message is still in memory, so that a group
-made just after a topic's first sends gets them; the proxy cannot see the store's memory, so
-for now a new group on a topic with a long history gets that history too.
+A group new to a queue starts where RocketMQ 5's proxy starts it: at the queue's end, unless
+the queue's first message is still "in memory", so that a group made just after a topic's
+first sends gets them (pop's init_mode POP_INIT_FRESH; remoting/pop.py says what Ferry takes
+"in memory" to mean).
+
+Retries: a push consumer's failure is a ChangeInvisibleDuration by the back-off of its
+Settings; the message comes back (reconsume times + 1) when that passes, and Ferry's revive
+service puts it in %DLQ%<group> once the group's retryMaxTimes are used up. FIFO consumers
+forward it to the DLQ themselves (forward_to_dlq).
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from ferry.client import pop_codec
 from ferry.client.aio.instance import AsyncClientInstance
@@ -26,10 +35,16 @@ from ferry.client.pop_codec import PopTarget
 from ferry.client.transport import expect
 from ferry.protocol.errors import BrokerNotExistError, FerryError
 from ferry.protocol.messages import (
+    POP_INIT_FRESH,
     AckMessageRequest,
     AnyRequest,
     ChangeInvisibleTimeReply,
     ChangeInvisibleTimeRequest,
+    ConsumerSendMsgBackRequest,
+    GetAllSubscriptionGroupRequest,
+    OkReply,
+    SubscriptionGroupConfig,
+    SubscriptionGroupListReply,
 )
 from ferry.proxy import delivery, receipts
 from ferry.proxy.convert import endpoints
@@ -37,14 +52,19 @@ from ferry.proxy.errors import ProxyError, status_of
 from ferry.proxy.protocol import Code, Pb, Permission, definition, status
 from ferry.proxy.protocol import service as service_pb
 
+if TYPE_CHECKING:
+    from ferry.proxy.renew import Renewer
+
 log = logging.getLogger("ferry.proxy.consuming")
 
 # what a receive keeps of the client's deadline for the reply to reach it
 DEADLINE_MARGIN_S = 1.0
-# a receive that names none (the push consumer's), as RocketMQ's proxy; the proxy does not
-# renew it yet (auto_renew): a listener busy for longer gets the message again
+# a receive that names none (the push consumer's), as RocketMQ's proxy; ProxyConfig's
+# defaultInvisibleTimeMills sets it, and renew.py keeps such messages invisible
 DEFAULT_INVISIBLE_MS = 60_000
 MAX_RECONSUME_TIMES = -1  # the group's retryMaxTimes
+# a forward to the DLQ holds the message this long while its copy is stored
+FORWARD_HOLD_MS = 30_000
 
 
 class Popper:
@@ -95,10 +115,11 @@ class Popper:
             max_messages=ask.batch_size,
             invisible_s=invisible_ms / 1000,
             await_s=poll_s,
-            from_first=True,
+            from_first=False,
             max_reconsume_times=MAX_RECONSUME_TIMES,
             client_id=inst.client_id,
         )
+        req = msgspec.structs.replace(req, init_mode=POP_INIT_FRESH)
         result = await inst.connection(target.addr).request(req, timeout_s=timeout_s)
         return pop_codec.popped(result, target.broker_name)
 
@@ -150,7 +171,40 @@ class Popper:
         reply = expect(
             await conn.request(req, timeout_s=self.api_timeout_s), ChangeInvisibleTimeReply
         )
-        return receipts.Receipt(receipt.broker_name, reply.receipt_handle)
+        return receipts.Receipt(receipt.broker_name, reply.receipt_handle, receipt.phys_offset)
+
+    async def send_back(
+        self, group: str, topic: str, receipt: receipts.Receipt, message_id: str
+    ) -> None:
+        """The message of `receipt` copied to %DLQ%<group> (a send-back straight to the DLQ)."""
+        if receipt.phys_offset < 0:
+            raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "the receipt handle names no message")
+        inst = self._started()
+        conn = inst.connection(await self._addr(receipt.broker_name, topic))
+        req = ConsumerSendMsgBackRequest(
+            consumer_group=group,
+            phys_offset=receipt.phys_offset,
+            origin_msg_id=message_id,
+            origin_topic=topic,
+            delay_level=-1,
+        )
+        expect(await conn.request(req, timeout_s=self.api_timeout_s), OkReply)
+
+    async def sub_groups(self, topics: Sequence[str]) -> list[SubscriptionGroupConfig]:
+        """The groups of the first master of `topics` that answers."""
+        inst = self._started()
+        failure: FerryError = BrokerNotExistError(f"no master serves {list(topics)}")
+        for topic in topics:
+            route = await inst.routes.ensure(topic)
+            for addr in sorted(route.master_addrs.values()):
+                try:
+                    reply = await inst.connection(addr).request(
+                        GetAllSubscriptionGroupRequest(), timeout_s=self.api_timeout_s
+                    )
+                    return expect(reply, SubscriptionGroupListReply).groups
+                except FerryError as err:
+                    failure = err
+        raise failure
 
 
 def poll_window(ask: delivery.ReceiveAsk, remaining_s: float | None) -> tuple[float, float]:
@@ -163,11 +217,15 @@ def poll_window(ask: delivery.ReceiveAsk, remaining_s: float | None) -> tuple[fl
     return poll_s, budget
 
 
-async def receive(popper: Popper, request: Pb, context: Any) -> AsyncIterator[Pb]:
+async def receive(
+    popper: Popper, renewer: Renewer, request: Pb, context: Any, client_id: str
+) -> AsyncIterator[Pb]:
     """The stream the client reads: its Status (OK, or MESSAGE_NOT_FOUND when nothing came),
-    then the messages, then the delivery time."""
+    then the messages, then the delivery time. With auto_renew (a push consumer's), the
+    messages are renewed until settled."""
     ask = delivery.receive_ask(request)
-    invisible = ask.invisible_ms or DEFAULT_INVISIBLE_MS
+    renewer.heard(client_id)
+    invisible = ask.invisible_ms or renewer.policy.invisible_ms
     poll_s, timeout_s = poll_window(ask, context.time_remaining())
     msgs: list[MessageExt] = []
     targets = await popper.targets(ask.topic, ask)
@@ -185,8 +243,13 @@ async def receive(popper: Popper, request: Pb, context: Any) -> AsyncIterator[Pb
         return
     yield _receive_status(Code.OK, "OK")
     topic = request.message_queue.topic
+    renew = bool(request.auto_renew)
     for msg in msgs:
-        yield service_pb.ReceiveMessageResponse(message=delivery.outbound(msg, topic, invisible))
+        out = delivery.outbound(msg, topic, invisible)
+        if renew:
+            given = str(out.system_properties.receipt_handle)
+            renewer.hold(client_id, ask.group, ask.topic, given, invisible)
+        yield service_pb.ReceiveMessageResponse(message=out)
     stamp = service_pb.ReceiveMessageResponse()
     stamp.delivery_timestamp.GetCurrentTime()
     yield stamp
@@ -196,7 +259,13 @@ def _receive_status(code: Code, message: str) -> Pb:
     return service_pb.ReceiveMessageResponse(status=status(code, message))
 
 
-async def ack(popper: Popper, request: Pb) -> Pb:
+async def _settling(renewer: Renewer, group: str, given: str) -> receipts.Receipt:
+    """The receipt to settle `given` with: the renewed one when it was renewed."""
+    receipt = receipts.decode(given)
+    return await renewer.current(group, given) or receipt
+
+
+async def ack(popper: Popper, renewer: Renewer, request: Pb) -> Pb:
     """Each entry acked on its broker; OK when all are, the one's Status for a single entry,
     MULTIPLE_RESULTS otherwise."""
     group = delivery.group_name(request.group)
@@ -207,7 +276,8 @@ async def ack(popper: Popper, request: Pb) -> Pb:
 
     async def one(entry: Pb) -> tuple[Code, str]:
         try:
-            await popper.ack(group, topic, receipts.decode(str(entry.receipt_handle)))
+            receipt = await _settling(renewer, group, str(entry.receipt_handle))
+            await popper.ack(group, topic, receipt)
         except ProxyError as err:
             return err.code, err.message
         except FerryError as err:
@@ -235,15 +305,30 @@ def _overall(outcomes: Sequence[tuple[Code, str]]) -> Pb:
     return status(Code.MULTIPLE_RESULTS, f"{failed} of {len(outcomes)} acks failed")
 
 
-async def change_invisible(popper: Popper, request: Pb) -> Pb:
+async def change_invisible(popper: Popper, renewer: Renewer, request: Pb) -> Pb:
+    """A push consumer's nack (its back-off as the invisible time) or a simple consumer's
+    change; either ends the handle's renewal."""
     group = delivery.group_name(request.group)
     topic = delivery.checked_topic(request.topic)
-    receipt = receipts.decode(str(request.receipt_handle))
     ms = delivery.invisible_ms(request.invisible_duration)
+    receipt = await _settling(renewer, group, str(request.receipt_handle))
     renewed = await popper.change(group, topic, receipt, ms)
     return service_pb.ChangeInvisibleDurationResponse(
         status=status(Code.OK, "OK"), receipt_handle=receipts.encode(renewed)
     )
+
+
+async def forward_to_dlq(popper: Popper, renewer: Renewer, request: Pb) -> Pb:
+    """A FIFO push consumer's message out of attempts: copied to %DLQ%<group> with its
+    properties, then acked. The handle is proven the group's first (its invisible time
+    changed, which the broker checks), so a client cannot have another message copied."""
+    group = delivery.group_name(request.group)
+    topic = delivery.checked_topic(request.topic)
+    receipt = await _settling(renewer, group, str(request.receipt_handle))
+    held = await popper.change(group, topic, receipt, FORWARD_HOLD_MS)
+    await popper.send_back(group, topic, held, str(request.message_id))
+    await popper.ack(group, topic, held)
+    return service_pb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK, "OK"))
 
 
 async def query_assignment(

@@ -135,7 +135,8 @@ def outbound(msg: MessageExt, topic: Pb, invisible: int) -> Pb:
     sp.store_timestamp.FromMilliseconds(msg.store_timestamp)
     sp.store_host = msg.store_host
     handle = msg.properties[PROPERTY_RECEIPT_HANDLE]
-    sp.receipt_handle = receipts.encode(receipts.Receipt(msg.broker_name, handle))
+    receipt = receipts.Receipt(msg.broker_name, handle, msg.commitlog_offset)
+    sp.receipt_handle = receipts.encode(receipt)
     sp.queue_id = msg.queue_id
     sp.queue_offset = msg.queue_offset
     sp.invisible_duration.FromMilliseconds(invisible)

@@ -1,10 +1,12 @@
 """The gRPC receipt handle: what a client acks or changes with, carrying all the proxy needs,
-since it keeps nothing: the broker the message was popped from and Ferry's own receipt handle.
+since it keeps nothing: the broker the message was popped from, Ferry's own receipt handle and
+the message's CommitLog offset (what ForwardMessageToDeadLetterQueue copies to the DLQ).
 
-Written as "F1" + base64url("<broker>\\n<Ferry handle>"), without padding. Whatever a client
-sends back is read here only: a handle that is not one of these raises ProxyError
-INVALID_RECEIPT_HANDLE; a well-formed one that the broker does not hold (forged, stale, of
-another group) is refused by the broker, with the same code. No I/O."""
+Written as "F1" + base64url("<broker>\\n<Ferry handle>\\n<offset>"), without padding (the
+offset may be missing: -1). Whatever a client sends back is read here only: a handle that is
+not one of these raises ProxyError INVALID_RECEIPT_HANDLE; a well-formed one that the broker
+does not hold (forged, stale, of another group) is refused by the broker, with the same code.
+No I/O."""
 
 from __future__ import annotations
 
@@ -23,10 +25,14 @@ _SEP = "\n"
 class Receipt(NamedTuple):
     broker_name: str
     handle: str  # Ferry's receipt handle, as the broker gave it
+    phys_offset: int = -1  # the message's CommitLog offset; -1: not known
 
 
 def encode(receipt: Receipt) -> str:
-    raw = f"{receipt.broker_name}{_SEP}{receipt.handle}".encode()
+    text = f"{receipt.broker_name}{_SEP}{receipt.handle}"
+    if receipt.phys_offset >= 0:
+        text += f"{_SEP}{receipt.phys_offset}"
+    raw = text.encode()
     return PREFIX + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
@@ -37,12 +43,15 @@ def decode(text: str) -> Receipt:
     body = text[len(PREFIX) :]
     try:
         raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-        broker, sep, handle = raw.decode("utf-8").partition(_SEP)
+        broker, sep, rest = raw.decode("utf-8").partition(_SEP)
     except (binascii.Error, ValueError):
         raise _invalid("the receipt handle is garbled") from None
+    handle, _, offset = rest.partition(_SEP)
     if not sep or not broker or not handle or not broker.isprintable():
         raise _invalid("the receipt handle is garbled")
-    return Receipt(broker, handle)
+    if offset and not offset.isdigit():
+        raise _invalid("the receipt handle is garbled")
+    return Receipt(broker, handle, int(offset) if offset else -1)
 
 
 def _invalid(message: str) -> ProxyError:

@@ -18,8 +18,10 @@ from ferry.protocol.names import check_topic
 from ferry.proxy import consuming, convert, delivery
 from ferry.proxy.consuming import Popper
 from ferry.proxy.errors import ProxyError, status_of
+from ferry.proxy.groups import GroupConfigs
 from ferry.proxy.protocol import SERVICE, ClientType, Code, Method, Pb, methods
-from ferry.proxy.registry import CONSUMER_TYPES, ConsumerRegistry
+from ferry.proxy.registry import CONSUMER_TYPES, ConsumerRegistry, consumer_settings
+from ferry.proxy.renew import Renewer
 from ferry.proxy.routes import RouteLookup, route_queues
 from ferry.proxy.sending import SERVED_TYPES, Sender, send_all
 
@@ -42,9 +44,12 @@ class MessagingService:
         routes: RouteLookup,
         settings: convert.ServerSettings,
         where: tuple[str, int],
+        renewer: Renewer,
     ) -> None:
         self._producer = producer
         self._popper = popper
+        self._renewer = renewer
+        self._groups = GroupConfigs(popper)
         self._consumers = ConsumerRegistry(popper)
         self._routes = routes
         self._settings = settings
@@ -74,6 +79,7 @@ class MessagingService:
             )
         if int(request.client_type) in CONSUMER_TYPES and request.HasField("group"):
             group = delivery.group_name(request.group)
+            self._renewer.heard(client_id)
             await self._consumers.heartbeat(client_id, group, _peer_host(context))
         return METHODS["Heartbeat"].reply(Code.OK, convert.OK_STATUS_TEXT)
 
@@ -84,15 +90,21 @@ class MessagingService:
         entries = await send_all(self._producer, messages, self._settings.max_body_size)
         return convert.send_response(entries)
 
-    async def receive_message(self, request: Pb, _context: Any) -> AsyncIterator[Pb]:
-        async for reply in consuming.receive(self._popper, request, _context):
+    async def receive_message(self, request: Pb, context: Any) -> AsyncIterator[Pb]:
+        client_id = _client_id(context)
+        async for reply in consuming.receive(
+            self._popper, self._renewer, request, context, client_id
+        ):
             yield reply
 
     async def ack_message(self, request: Pb, _context: Any) -> Pb:
-        return await consuming.ack(self._popper, request)
+        return await consuming.ack(self._popper, self._renewer, request)
 
     async def change_invisible_duration(self, request: Pb, _context: Any) -> Pb:
-        return await consuming.change_invisible(self._popper, request)
+        return await consuming.change_invisible(self._popper, self._renewer, request)
+
+    async def forward_message_to_dead_letter_queue(self, request: Pb, _context: Any) -> Pb:
+        return await consuming.forward_to_dlq(self._popper, self._renewer, request)
 
     async def query_assignment(self, request: Pb, _context: Any) -> Pb:
         accepted = tuple(int(t) for t in SERVED_TYPES)
@@ -101,6 +113,7 @@ class MessagingService:
     async def notify_client_termination(self, request: Pb, context: Any) -> Pb:
         if request.HasField("group") and request.group.name:
             group = delivery.group_name(request.group)
+            self._renewer.drop_client(_client_id(context))
             await self._consumers.terminated(_client_id(context), group)
         return METHODS["NotifyClientTermination"].reply(Code.OK, convert.OK_STATUS_TEXT)
 
@@ -113,11 +126,20 @@ class MessagingService:
                 kind = command.WhichOneof("command")
                 if kind == "settings":
                     self._consumers.settings_seen(client_id, command.settings)
-                    yield convert.settings_command(command.settings, self._settings)
+                    yield await self._settings_reply(command.settings)
                 else:
                     log.debug("telemetry from %s: %s ignored", client_id, kind)
         finally:
             self._consumers.stream_closed(client_id)
+            self._renewer.drop_client(client_id)
+
+    async def _settings_reply(self, settings: Pb) -> Pb:
+        """The server's settings; a consumer's carry its group's retryMaxTimes."""
+        consumer = consumer_settings(settings)
+        if consumer is None:
+            return convert.settings_command(settings, self._settings)
+        config = await self._groups.get(consumer.group, list(consumer.subscriptions))
+        return convert.settings_command(settings, self._settings, config.retry_max_times + 1)
 
     # ---- the table grpc serves ----
 
@@ -131,6 +153,7 @@ class MessagingService:
             "AckMessage": self.ack_message,
             "ChangeInvisibleDuration": self.change_invisible_duration,
             "QueryAssignment": self.query_assignment,
+            "ForwardMessageToDeadLetterQueue": self.forward_message_to_dead_letter_queue,
         }
         streams: dict[str, Streaming] = {"Telemetry": self.telemetry}
         server_streams: dict[str, ServerStreaming] = {"ReceiveMessage": self.receive_message}

@@ -17,11 +17,15 @@ import msgspec
 from ferry.protocol.codes import RequestCode
 from ferry.protocol.messages.common import Reply, Request
 
+# PopMessageRequest.init_mode: where a group with no offset for a queue starts
+POP_INIT_BY_FLAG = ""  # at the queue's first message with from_first, else at its end
+POP_INIT_FRESH = "fresh"  # at its end, unless the queue is fresh: then at 0 (remoting/pop.py)
+
 
 class PopMessageRequest(Request, frozen=True, tag="pop"):
     """Up to max_msgs messages of `topic` (or of the group's %RETRY% topic) for the group,
     invisible to it for invisible_ms; waits up to poll_ms for some when none is there.
-    A group with no offset for a queue starts at its first message (from_first) or its end."""
+    A group with no offset for a queue starts where init_mode says."""
 
     code = RequestCode.POP_MESSAGE
     consumer_group: str
@@ -34,6 +38,7 @@ class PopMessageRequest(Request, frozen=True, tag="pop"):
     max_reconsume_times: int = -1  # -1: the group's retryMaxTimes
     client_id: str = ""
     expression_type: str = ""  # "" or TAG: tags; SQL92: a filter (enablePropertyFilter)
+    init_mode: str = POP_INIT_BY_FLAG  # POP_INIT_BY_FLAG or POP_INIT_FRESH
 
 
 class PopMessageReply(Reply, frozen=True, tag="pop_reply"):
@@ -148,6 +153,8 @@ PopReply: TypeAlias = (
 )
 
 __all__ = [
+    "POP_INIT_BY_FLAG",
+    "POP_INIT_FRESH",
     "AckEntry",
     "AckMessageRequest",
     "BatchAckMessageReply",
