@@ -33,7 +33,15 @@ pytestmark = pytest.mark.integration
 ClientRunner = Callable[..., str]
 ProxyProcess = Any
 INVISIBLE_MS = 4000
-TOPICS = ("PushDlq", "PushForward", "PushSlow", "PushFresh", "PushOld", "PushSettings")
+TOPICS = (
+    "PushDlq",
+    "PushForward",
+    "PushSlow",
+    "PushSlowFail",
+    "PushFresh",
+    "PushOld",
+    "PushSettings",
+)
 
 
 @pytest.fixture(scope="module")
@@ -308,6 +316,25 @@ def test_a_listener_slower_than_the_invisible_time_is_not_called_twice(
     finally:
         assert run.stop() == 0
     assert [(c["id"], c["attempt"]) for c in run.json_lines()] == [(msg_id, 1)]
+
+
+@pytest.mark.timeout(180)
+def test_a_slow_listeners_failure_is_retried_though_its_handle_was_renewed(
+    cluster: LocalCluster, proxy: ProxyProcess, home: Path
+) -> None:
+    group = "cg-push-slow-fail"
+    [msg_id] = send(cluster, "PushSlowFail", 1)
+    slow_s = 2 * INVISIBLE_MS / 1000  # renewed once at least before the nack
+    run = RunningClient(home, PUSH, proxy.addr, "PushSlowFail", group, "1", str(slow_s))
+    try:
+        # the nack (a change of invisible time by the back-off) went with the renewed handle
+        wait_for(lambda: len(run.json_lines()) >= 2, 90, "the message delivered again")
+        wait_for(settled(cluster, group, 1), 60, "the second delivery acked, none in flight")
+    finally:
+        assert run.stop() == 0
+    calls = run.json_lines()
+    assert [(c["id"], c["attempt"]) for c in calls] == [(msg_id, 1), (msg_id, 2)]
+    assert calls[1]["at"] - calls[0]["at"] >= slow_s + 9.5  # the listener, then 10 s back-off
 
 
 # argv: endpoint, topic, group, count; a SimpleConsumer of a new group: its first receive
