@@ -110,8 +110,11 @@ def test_update_topic_perm_changes_the_route(cluster: Cluster) -> None:
 
 
 def test_update_and_delete_sub_group(cluster: Cluster) -> None:
-    done = admin_json(cluster, "updateSubGroup", "-g", "cg-sub", "-r", "3", "-s", "false")
+    done = admin_json(
+        cluster, "updateSubGroup", "-g", "cg-sub", "-r", "3", "-s", "false", "-o", "true"
+    )
     assert done[cluster.broker_addr]["retry_max_times"] == 3
+    assert done[cluster.broker_addr]["consume_message_orderly"]  # a FIFO group
     with Admin(cluster.namesrv) as a:
         (config,) = [g for g in a.sub_groups(cluster.broker_addr) if g.group_name == "cg-sub"]
         assert config.retry_max_times == 3

@@ -42,6 +42,7 @@ TOPICS = (
     "PushOld",
     "PushSettings",
 )
+FIFO_TOPIC = "PushFifo"  # one queue: its messages in one order
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +55,7 @@ def topics(cluster: LocalCluster) -> None:
     with Admin(cluster.namesrv_addr) as admin:
         for topic in TOPICS:
             admin.create_topic(topic, 4, 4)
+        admin.create_topic(FIFO_TOPIC, 1, 1)
 
 
 def send(cluster: LocalCluster, topic: str, count: int, first: int = 0) -> list[str]:
@@ -73,9 +75,14 @@ def send(cluster: LocalCluster, topic: str, count: int, first: int = 0) -> list[
         ]
 
 
-def retry_max_times(cluster: LocalCluster, group: str, times: int) -> None:
+def retry_max_times(
+    cluster: LocalCluster, group: str, times: int, *, orderly: bool = False
+) -> None:
+    config = SubscriptionGroupConfig(
+        group_name=group, retry_max_times=times, consume_message_orderly=orderly
+    )
     with Admin(cluster.namesrv_addr) as admin:
-        admin.update_sub_group(SubscriptionGroupConfig(group_name=group, retry_max_times=times))
+        admin.update_sub_group(config)
 
 
 def read_dlq(cluster: LocalCluster, group: str, count: int) -> list[MessageExt]:
@@ -398,3 +405,53 @@ def test_a_group_made_on_a_topic_with_an_old_history_starts_at_its_end(
         finally:
             admin.update_broker_config({"popInitFreshMillis": str(30 * 60 * 1000)})
     assert run.json_lines() == [{"first": []}, {"then": ["body 3"]}]
+
+
+# argv: endpoint, topic, group; a listener failing every call for "body 0" and taking 1 s for
+# the others; each call a JSON line (body, the client's delivery attempt), until stdin ends
+FIFO = r"""
+import json, sys, time
+from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression,
+                      MessageListener, PushConsumer)
+endpoint, topic, group = sys.argv[1:4]
+
+class Listener(MessageListener):
+    def consume(self, message):
+        body = message.body.decode()
+        print(json.dumps({"body": body, "attempt": message.delivery_attempt}), flush=True)
+        if body == "body 0":
+            return ConsumeResult.FAILURE
+        time.sleep(1)
+        return ConsumeResult.SUCCESS
+
+consumer = PushConsumer(ClientConfiguration(endpoint, Credentials()), group, Listener(),
+                        {topic: FilterExpression()})
+consumer.startup()
+print(json.dumps({"fifo": consumer.fifo}), flush=True)
+sys.stdin.read()
+consumer.shutdown()
+"""
+
+
+@pytest.mark.timeout(240)
+def test_a_fifo_group_gets_a_queue_in_order_and_its_failure_ends_in_the_dlq(
+    cluster: LocalCluster, proxy: ProxyProcess, home: Path
+) -> None:
+    group = "cg-fifo"
+    retry_max_times(cluster, group, 1, orderly=True)  # two attempts, then the DLQ
+    [first] = send(cluster, FIFO_TOPIC, 1)
+    run = RunningClient(home, FIFO, proxy.addr, FIFO_TOPIC, group)
+    try:
+        wait_for(lambda: any("body" in c for c in run.json_lines()), 60, "the first call")
+        # sent while "body 0" is retried by the client (10 s back-off): an orderly pop gives
+        # nothing more from the queue until "body 0" is settled
+        send(cluster, FIFO_TOPIC, 2, first=1)
+        wait_for(lambda: len(run.json_lines()) >= 5, 90, "every message consumed")
+        [dead] = read_dlq(cluster, group, 1)
+        wait_for(settled(cluster, group, 0), 30, "nothing of the group in flight")
+    finally:
+        assert run.stop() == 0
+    lines = run.json_lines()
+    assert lines[0] == {"fifo": True}  # the Settings said so
+    assert [c["body"] for c in lines[1:]] == ["body 0", "body 0", "body 1", "body 2"]
+    assert dead.properties["UNIQ_KEY"] == first and dead.body == b"body 0"

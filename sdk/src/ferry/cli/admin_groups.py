@@ -52,6 +52,7 @@ def update_sub_group(
     broadcast: Annotated[str | None, typer.Option("-d", "--consumeBroadcastEnable")] = None,
     retry_queues: Annotated[int | None, typer.Option("-q", "--retryQueueNums")] = None,
     retry_max: Annotated[int | None, typer.Option("-r", "--retryMaxTimes")] = None,
+    orderly: Annotated[str | None, typer.Option("-o", "--consumeMessageOrderly")] = None,
     notify: Annotated[
         str | None,
         typer.Option("-a", "--notifyConsumerIdsChangedEnable", "--notifyConsumerIdsChanged"),
@@ -65,6 +66,7 @@ def update_sub_group(
         "consume_broadcast_enable": _bool("consumeBroadcastEnable", broadcast),
         "retry_queue_nums": retry_queues,
         "retry_max_times": retry_max,
+        "consume_message_orderly": _bool("consumeMessageOrderly", orderly),
         "notify_consumer_ids_changed_enable": _bool("notifyConsumerIdsChangedEnable", notify),
     }
     given = {k: v for k, v in changes.items() if v is not None}

@@ -17,6 +17,10 @@ popInitFreshMillis ago (30 minutes by default). A group made just after a topic'
 sends gets them; one made on a topic with an old history starts at its end. The first pop of
 a group on such a queue reads its first message once (a probe) to decide.
 
+An orderly pop (a FIFO group's, PopMessageRequest.order) skips a queue while messages the
+group popped from it are in flight, and stores no checkpoint: pop_orderly.py keeps its
+leases, and its acks and changes of invisible time are answered here.
+
 Acks and changes of invisible time are passed to the revive service, which holds what is in
 flight and checks the receipt handle. docs/architecture.md (pop consumption) has the design.
 """
@@ -40,11 +44,15 @@ from ferry.protocol.errors import (
 )
 from ferry.protocol.messages import (
     POP_INIT_FRESH,
+    AckEntry,
     AckMessageRequest,
     AnyReply,
+    BatchAckMessageReply,
     BatchAckMessageRequest,
+    ChangeInvisibleTimeReply,
     ChangeInvisibleTimeRequest,
     ErrorReply,
+    OkReply,
     PopCheckpoint,
     PopCheckpointReply,
     PopCheckpointRequest,
@@ -58,6 +66,7 @@ from ferry.remoting.calls import Caller
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.expression import store_filter
 from ferry.remoting.group_topics import GroupTopics
+from ferry.remoting.pop_orderly import OrderlyLeases, is_orderly
 from ferry.remoting.stats import BrokerStats
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
@@ -107,6 +116,7 @@ class PopProcessor:
         self.broker_perm: int = Perm.READ_WRITE
         self.property_filter = False  # enablePropertyFilter: SQL92 pops
         self.init_fresh_ms = 30 * 60 * 1000  # popInitFreshMillis
+        self.orderly = OrderlyLeases()
 
     def apply_config(self, config: BrokerConfig) -> None:
         """The keys read here that updateBrokerConfig may change live."""
@@ -259,6 +269,10 @@ class _PopScan:
             self.skipped.add(key)
             self.run()
             return
+        orderly = self.req.order and qtopic == self.req.topic
+        if orderly and self.o.orderly.blocked(key, now_ms()):
+            self.run()  # its group's messages from it are in flight: the next queue
+            return
         offset = self.o._offsets.get(group, qtopic, qid)
         first = offset is None
         if offset is None:
@@ -285,7 +299,10 @@ class _PopScan:
                 self.o.release(key)
                 self.run()
                 return
-            self._checkpoint(key, body, bytes(frames[0]))
+            if orderly:
+                self._lease(key, body, bytes(frames[0]))
+            else:
+                self._checkpoint(key, body, bytes(frames[0]))
 
         self.o._store.request(
             StoreGetRequest(
@@ -329,6 +346,30 @@ class _PopScan:
             return body.max_offset == 0  # empty: its end is its start
         first = next(record.iter_records(bytes(frames[0])), None)
         return first is not None and now_ms() - first.store_timestamp < self.o.init_fresh_ms
+
+    def _lease(self, key: tuple[str, str, int], body: StoreGetReply, frame: bytes) -> None:
+        """An orderly pop's batch: leased (no checkpoint), the group's offset left where it
+        is until the batch is acked."""
+        group, qtopic, _ = key
+        recs = [r for r in record.iter_records(frame) if r.topic == qtopic]
+        try:
+            handles, before = self.o.orderly.lease(
+                key,
+                [r.queue_offset for r in recs],
+                body.next_begin_offset,
+                now_ms(),
+                self.req.invisible_ms,
+            )
+        except FerryError as err:
+            self.o.release(key)
+            self.call.fail(err)
+            return
+        self.o.release(key)
+        self.o._stats.count_get(group, qtopic, len(recs), len(frame))
+        reply = PopMessageReply(
+            status=PullStatus.FOUND, count=len(recs), handles=handles, reconsume_times=before
+        )
+        self.call.reply(reply, [frame])
 
     def _checkpoint(self, key: tuple[str, str, int], body: StoreGetReply, frame: bytes) -> None:
         group, qtopic, qid = key
@@ -375,11 +416,44 @@ class PopSettleProcessor:
 
     def ack(self, req: AckMessageRequest, call: Caller) -> None:
         check_group(req.consumer_group)
+        if is_orderly(req.receipt_handle):
+            self._orderly_ack(req.consumer_group, req.topic, req.receipt_handle)
+            call.reply(OkReply())
+            return
         self._forward(req, call)
 
     def batch_ack(self, req: BatchAckMessageRequest, call: Caller) -> None:
+        """Orderly pops' entries answered here, the others by the revive service."""
         check_group(req.consumer_group)
-        self._forward(req, call)
+        local: dict[int, tuple[int, str]] = {}
+        for i, e in enumerate(req.entries):
+            if is_orderly(e.receipt_handle):
+                try:
+                    self._orderly_ack(req.consumer_group, e.topic, e.receipt_handle)
+                    local[i] = (0, "")
+                except FerryError as err:
+                    local[i] = (err.code, str(err))
+        if not local:
+            self._forward(req, call)
+            return
+        rest: list[AckEntry] = [e for i, e in enumerate(req.entries) if i not in local]
+        n = len(req.entries)
+
+        def merged(theirs: BatchAckMessageReply | None) -> BatchAckMessageReply:
+            others = iter(zip(theirs.codes, theirs.messages, strict=True)) if theirs else iter(())
+            pairs = [local[i] if i in local else next(others) for i in range(n)]
+            return BatchAckMessageReply(codes=[c for c, _ in pairs], messages=[m for _, m in pairs])
+
+        if not rest:
+            call.reply(merged(None))
+            return
+
+        def on_reply(body: AnyReply, _frames: list[Any]) -> None:
+            ok = isinstance(body, BatchAckMessageReply) and len(body.codes) == len(rest)
+            call.reply(merged(body) if ok else body)  # type: ignore[arg-type]
+
+        sub = BatchAckMessageRequest(consumer_group=req.consumer_group, entries=rest)
+        self._owner._revive_peer().request(sub, on_reply, timeout_s=STORE_TIMEOUT_S)
 
     def change(self, req: ChangeInvisibleTimeRequest, call: Caller) -> None:
         check_group(req.consumer_group)
@@ -387,7 +461,19 @@ class PopSettleProcessor:
             raise InvalidParameterError(
                 f"invisible_ms must be within {MIN_INVISIBLE_MS}..{MAX_INVISIBLE_MS}"
             )
+        if is_orderly(req.receipt_handle):
+            handle = self._owner.orderly.change(
+                req.receipt_handle, req.consumer_group, req.topic, now_ms(), req.invisible_ms
+            )
+            call.reply(ChangeInvisibleTimeReply(receipt_handle=handle))
+            return
         self._forward(req, call)
+
+    def _orderly_ack(self, group: str, topic: str, handle: str) -> None:
+        owner = self._owner
+        (g, t, qid), commit = owner.orderly.ack(handle, group, topic, now_ms())
+        if commit is not None:
+            owner._offsets.commit(g, t, qid, commit)
 
     def _forward(
         self,

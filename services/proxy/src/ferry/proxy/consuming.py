@@ -15,8 +15,10 @@ first sends gets them (pop's init_mode POP_INIT_FRESH; remoting/pop.py says what
 
 Retries: a push consumer's failure is a ChangeInvisibleDuration by the back-off of its
 Settings; the message comes back (reconsume times + 1) when that passes, and Ferry's revive
-service puts it in %DLQ%<group> once the group's retryMaxTimes are used up. FIFO consumers
-forward it to the DLQ themselves (forward_to_dlq).
+service puts it in %DLQ%<group> once the group's retryMaxTimes are used up. A FIFO group's
+(consumeMessageOrderly) receives are orderly pops: nothing more from a queue while a message
+popped from it is in flight; its client retries a failure itself and then forwards it to the
+DLQ (forward_to_dlq).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from ferry.protocol.messages import (
     ConsumerSendMsgBackRequest,
     GetAllSubscriptionGroupRequest,
     OkReply,
+    PopMessageReply,
     SubscriptionGroupConfig,
     SubscriptionGroupListReply,
 )
@@ -53,6 +56,7 @@ from ferry.proxy.protocol import Code, Pb, Permission, definition, status
 from ferry.proxy.protocol import service as service_pb
 
 if TYPE_CHECKING:
+    from ferry.proxy.groups import GroupConfigs
     from ferry.proxy.renew import Renewer
 
 log = logging.getLogger("ferry.proxy.consuming")
@@ -106,7 +110,9 @@ class Popper:
         invisible_ms: int,
         poll_s: float,
         timeout_s: float,
+        orderly: bool = False,
     ) -> list[MessageExt]:
+        """A pop; `orderly` for a FIFO group (its messages carry their deliveries so far)."""
         inst = self._started()
         req = pop_codec.pop_request(
             ask.group,
@@ -119,9 +125,14 @@ class Popper:
             max_reconsume_times=MAX_RECONSUME_TIMES,
             client_id=inst.client_id,
         )
-        req = msgspec.structs.replace(req, init_mode=POP_INIT_FRESH)
+        req = msgspec.structs.replace(req, init_mode=POP_INIT_FRESH, order=orderly)
         result = await inst.connection(target.addr).request(req, timeout_s=timeout_s)
-        return pop_codec.popped(result, target.broker_name)
+        reply = expect(result, PopMessageReply)
+        msgs = pop_codec.decode_pop_reply(reply, result[1], target.broker_name)
+        if len(reply.reconsume_times) == len(msgs):
+            for msg, times in zip(msgs, reply.reconsume_times, strict=True):
+                msg.reconsume_times = times
+        return msgs
 
     async def to_masters(self, body: AnyRequest, topics: Sequence[str]) -> None:
         """`body` to every master serving one of `topics` (a heartbeat, an unregister); a
@@ -218,12 +229,18 @@ def poll_window(ask: delivery.ReceiveAsk, remaining_s: float | None) -> tuple[fl
 
 
 async def receive(
-    popper: Popper, renewer: Renewer, request: Pb, context: Any, client_id: str
+    popper: Popper,
+    renewer: Renewer,
+    groups: GroupConfigs,
+    request: Pb,
+    context: Any,
+    client_id: str,
 ) -> AsyncIterator[Pb]:
     """The stream the client reads: its Status (OK, or MESSAGE_NOT_FOUND when nothing came),
     then the messages, then the delivery time. With auto_renew (a push consumer's), the
-    messages are renewed until settled."""
+    messages are renewed until settled. A FIFO group's pop is orderly."""
     ask = delivery.receive_ask(request)
+    orderly = (await groups.get(ask.group, [ask.topic])).consume_message_orderly
     renewer.heard(client_id)
     invisible = ask.invisible_ms or renewer.policy.invisible_ms
     poll_s, timeout_s = poll_window(ask, context.time_remaining())
@@ -235,7 +252,7 @@ async def receive(
         left = end - loop.time()
         if left <= 0:
             break
-        msgs = await popper.pop(target, ask, invisible, await_s, left)
+        msgs = await popper.pop(target, ask, invisible, await_s, left, orderly)
         if msgs:
             break
     if not msgs:

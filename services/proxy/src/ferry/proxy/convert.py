@@ -149,13 +149,15 @@ def send_response(entries: Sequence[SendEntry]) -> Pb:
     return reply
 
 
-def settings_command(client: Pb, server: ServerSettings, consume_attempts: int = 0) -> Pb:
+def settings_command(
+    client: Pb, server: ServerSettings, consume_attempts: int = 0, fifo: bool = False
+) -> Pb:
     """The Telemetry reply to a client's Settings: the client's own, with the values the
     server decides (the push consumer reads only this first reply: it carries everything).
     A consumer's max_attempts is its group's (`consume_attempts`: retryMaxTimes + 1), or the
     server's default when 0; its back-off is customized (the PushConsumer of RocketMQ's
     Python client reads no other kind for consumers): the delay before each retry, the last
-    one repeated."""
+    one repeated. `fifo`: the group is orderly (consumeMessageOrderly)."""
     settings = definition.Settings()
     settings.CopyFrom(client)
     settings.ClearField("backoff_policy")
@@ -170,7 +172,7 @@ def settings_command(client: Pb, server: ServerSettings, consume_attempts: int =
         policy.exponential_backoff.multiplier = 2.0
     elif kind == "subscription":
         sub = settings.subscription
-        sub.fifo = False  # FIFO groups are not served yet
+        sub.fifo = fifo
         sub.receive_batch_size = server.receive_batch_size
         sub.long_polling_timeout.FromMilliseconds(server.long_polling_ms)
         policy.max_attempts = consume_attempts if consume_attempts > 0 else server.consume_attempts

@@ -1,6 +1,7 @@
-"""A consumer group's config as Ferry's brokers hold it (its retryMaxTimes), for the Settings
-a consumer's Telemetry is answered with: max_attempts is retryMaxTimes + 1 (the first
-delivery and its retries), as RocketMQ 5's proxy answers.
+"""A consumer group's config as Ferry's brokers hold it, for the Settings a consumer's
+Telemetry is answered with: max_attempts is retryMaxTimes + 1 (the first delivery and its
+retries), as RocketMQ 5's proxy answers, and fifo is consumeMessageOrderly (whose receives
+are orderly pops).
 
 A lookup asks one master of the group's topics for its groups and keeps the answer TTL_S, so
 that clients starting together do not each ask. A group no broker knows yet (it is made at
@@ -41,8 +42,9 @@ class GroupConfigs:
                 listed = await self._popper.sub_groups(topics)
             found = next((g for g in listed if g.group_name == group), found)
         except (FerryError, TimeoutError) as err:
-            log.info("config of group %s not read, defaults taken: %s", group, err)
-            return found  # not kept: the next client's Settings ask again
+            log.info("config of group %s not read: %s", group, err)
+            # the last one read if any (a FIFO group stays one), else the defaults; not kept
+            return kept[1] if kept is not None else found
         if group not in self._known and len(self._known) >= MAX_GROUPS:
             self._known.pop(next(iter(self._known)))  # the oldest goes
         self._known[group] = (now, found)

@@ -93,7 +93,7 @@ class MessagingService:
     async def receive_message(self, request: Pb, context: Any) -> AsyncIterator[Pb]:
         client_id = _client_id(context)
         async for reply in consuming.receive(
-            self._popper, self._renewer, request, context, client_id
+            self._popper, self._renewer, self._groups, request, context, client_id
         ):
             yield reply
 
@@ -134,12 +134,15 @@ class MessagingService:
             self._renewer.drop_client(client_id)
 
     async def _settings_reply(self, settings: Pb) -> Pb:
-        """The server's settings; a consumer's carry its group's retryMaxTimes."""
+        """The server's settings; a consumer's carry its group's retryMaxTimes and whether
+        it is a FIFO group."""
         consumer = consumer_settings(settings)
         if consumer is None:
             return convert.settings_command(settings, self._settings)
         config = await self._groups.get(consumer.group, list(consumer.subscriptions))
-        return convert.settings_command(settings, self._settings, config.retry_max_times + 1)
+        attempts = config.retry_max_times + 1
+        fifo = config.consume_message_orderly
+        return convert.settings_command(settings, self._settings, attempts, fifo)
 
     # ---- the table grpc serves ----
 

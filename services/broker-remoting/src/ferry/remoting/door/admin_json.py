@@ -51,7 +51,7 @@ def group_config_json(g: SubscriptionGroupConfig) -> dict[str, Any]:
         "consumeEnable": g.consume_enable,
         "consumeFromMinEnable": g.consume_from_min_enable,
         "consumeBroadcastEnable": g.consume_broadcast_enable,
-        "consumeMessageOrderly": False,
+        "consumeMessageOrderly": g.consume_message_orderly,
         "retryQueueNums": g.retry_queue_nums,
         "retryMaxTimes": g.retry_max_times,
         "brokerId": 0,
@@ -70,6 +70,7 @@ _GROUP_FIELDS = {
     "consumeBroadcastEnable": ("consume_broadcast_enable", bool),
     "retryQueueNums": ("retry_queue_nums", int),
     "retryMaxTimes": ("retry_max_times", int),
+    "consumeMessageOrderly": ("consume_message_orderly", bool),
     "notifyConsumerIdsChangedEnable": ("notify_consumer_ids_changed_enable", bool),
 }
 
