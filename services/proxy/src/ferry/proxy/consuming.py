@@ -276,12 +276,6 @@ def _receive_status(code: Code, message: str) -> Pb:
     return service_pb.ReceiveMessageResponse(status=status(code, message))
 
 
-async def _settling(renewer: Renewer, group: str, given: str) -> receipts.Receipt:
-    """The receipt to settle `given` with: the renewed one when it was renewed."""
-    receipt = receipts.decode(given)
-    return await renewer.current(group, given) or receipt
-
-
 async def ack(popper: Popper, renewer: Renewer, request: Pb) -> Pb:
     """Each entry acked on its broker; OK when all are, the one's Status for a single entry,
     MULTIPLE_RESULTS otherwise."""
@@ -293,8 +287,8 @@ async def ack(popper: Popper, renewer: Renewer, request: Pb) -> Pb:
 
     async def one(entry: Pb) -> tuple[Code, str]:
         try:
-            receipt = await _settling(renewer, group, str(entry.receipt_handle))
-            await popper.ack(group, topic, receipt)
+            given = str(entry.receipt_handle)
+            await renewer.settle(group, given, lambda r: popper.ack(group, topic, r))
         except ProxyError as err:
             return err.code, err.message
         except FerryError as err:
@@ -328,8 +322,8 @@ async def change_invisible(popper: Popper, renewer: Renewer, request: Pb) -> Pb:
     group = delivery.group_name(request.group)
     topic = delivery.checked_topic(request.topic)
     ms = delivery.invisible_ms(request.invisible_duration)
-    receipt = await _settling(renewer, group, str(request.receipt_handle))
-    renewed = await popper.change(group, topic, receipt, ms)
+    given = str(request.receipt_handle)
+    renewed = await renewer.settle(group, given, lambda r: popper.change(group, topic, r, ms))
     return service_pb.ChangeInvisibleDurationResponse(
         status=status(Code.OK, "OK"), receipt_handle=receipts.encode(renewed)
     )
@@ -341,10 +335,15 @@ async def forward_to_dlq(popper: Popper, renewer: Renewer, request: Pb) -> Pb:
     changed, which the broker checks), so a client cannot have another message copied."""
     group = delivery.group_name(request.group)
     topic = delivery.checked_topic(request.topic)
-    receipt = await _settling(renewer, group, str(request.receipt_handle))
-    held = await popper.change(group, topic, receipt, FORWARD_HOLD_MS)
-    await popper.send_back(group, topic, held, str(request.message_id))
-    await popper.ack(group, topic, held)
+    given = str(request.receipt_handle)
+
+    async def forward(receipt: receipts.Receipt) -> None:
+        held = await popper.change(group, topic, receipt, FORWARD_HOLD_MS)
+        renewer.moved(group, given, held)
+        await popper.send_back(group, topic, held, str(request.message_id))
+        await popper.ack(group, topic, held)
+
+    await renewer.settle(group, given, forward)
     return service_pb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK, "OK"))
 
 

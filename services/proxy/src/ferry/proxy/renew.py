@@ -8,7 +8,8 @@ Every PERIOD_S the handles whose invisible time ends within renewAheadTimeMillis
 for another defaultInvisibleTimeMills (a change of invisible time on the broker, which
 replaces Ferry's handle). The client still holds the handle it was given, so an ack, a nack
 (ChangeInvisibleDuration) or a forward to the DLQ with it is made with the current one
-(current()), and ends the renewal. Renewal also ends when the client's Telemetry stream
+(settle()), and ends the renewal once done (a failed ack is retried by the client: it is
+still renewed meanwhile). Renewal also ends when the client's Telemetry stream
 closes or it stops heartbeating (CLIENT_SILENT_S), when a renewal fails (the message comes
 back after its invisible time), and after renewMaxTimeMillis (3 h by default, RocketMQ's
 proxy's renewMaxTimeMillis): a listener that never returns does not hold a message forever.
@@ -21,12 +22,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from ferry.protocol.errors import FerryError
+from ferry.protocol.errors import FerryError, InvalidReceiptHandleError
 from ferry.proxy import receipts
 from ferry.proxy.consuming import Popper
 from ferry.proxy.errors import ProxyError
+from ferry.proxy.protocol import Code
 
 log = logging.getLogger("ferry.proxy.renew")
 
@@ -34,6 +38,16 @@ PERIOD_S = 1.0
 CLIENT_SILENT_S = 60.0  # push consumers beat every 10 s (and receive all the time)
 MAX_HELD = 200_000
 MAX_RENEWING = 64  # changes of invisible time in flight at once
+
+
+T = TypeVar("T")
+Settle = Callable[[receipts.Receipt], Awaitable[T]]
+
+
+def _invalid(err: FerryError | ProxyError) -> bool:
+    if isinstance(err, ProxyError):
+        return err.code is Code.INVALID_RECEIPT_HANDLE
+    return isinstance(err, InvalidReceiptHandleError)
 
 
 @dataclass(frozen=True)
@@ -95,14 +109,34 @@ class Renewer:
             client_id, group, topic, receipt, now + invisible_ms / 1000, now
         )
 
-    async def current(self, group: str, given: str) -> receipts.Receipt | None:
-        """The receipt the broker holds now for `given`, which is no longer renewed; None when
-        it is not held (an ack then goes with the client's own handle)."""
-        held = self._held.pop((group, given), None)
+    async def settle(self, group: str, given: str, action: Settle[T]) -> T:
+        """`action` (an ack, a nack, a forward to the DLQ) with the receipt the broker holds
+        now for `given` (the client's own when it is not held); its renewal ends when the
+        action succeeds, or fails because the handle is not valid any more. Renewals wait
+        meanwhile: a renewal under way ends first, and its new handle is the one used."""
+        held = self._held.get((group, given))
         if held is None:
-            return None
-        async with held.lock:  # a renewal under way ends first: its new handle is the one
-            return held.receipt
+            return await action(receipts.decode(given))
+        async with held.lock:
+            try:
+                result = await action(held.receipt)
+            except (FerryError, ProxyError) as err:
+                if _invalid(err):
+                    self._forget(group, given, held)
+                raise
+            self._forget(group, given, held)
+            return result
+
+    def moved(self, group: str, given: str, receipt: receipts.Receipt) -> None:
+        """Within a settle: the broker's handle changed (a forward's first step), so that a
+        retry of what follows goes with the new one."""
+        held = self._held.get((group, given))
+        if held is not None:
+            held.receipt = receipt
+
+    def _forget(self, group: str, given: str, held: Held) -> None:
+        if self._held.get((group, given)) is held:
+            del self._held[(group, given)]
 
     def drop_client(self, client_id: str) -> None:
         """The client's stream closed: its handles are left to come back in their time."""
