@@ -5,8 +5,8 @@ settles it; a listener busy for longer than the invisible time is not called twi
 renews the handle); a new group starts at a fresh queue's first message, or at the end of a
 queue with an old history.
 
-The proxy here runs with a 4 s defaultInvisibleTimeMills (2 s renewAheadTimeMillis), so that
-a listener outlasts it quickly."""
+The proxy here runs with a 4 s defaultInvisibleTimeMills (2 s renewAheadTimeMillis, 20 s
+renewMaxTimeMillis), so that a listener outlasts them quickly."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.integration
 ClientRunner = Callable[..., str]
 ProxyProcess = Any
 INVISIBLE_MS = 4000
+RENEW_MAX_MS = 20_000  # longer than any listener here but the one that outlasts it
 TOPICS = (
     "PushDlq",
     "PushForward",
@@ -41,13 +43,19 @@ TOPICS = (
     "PushFresh",
     "PushOld",
     "PushSettings",
+    "PushForever",
+    "PushKilled",
 )
 FIFO_TOPIC = "PushFifo"  # one queue: its messages in one order
 
 
 @pytest.fixture(scope="module")
 def proxy_settings() -> dict[str, str]:
-    return {"defaultInvisibleTimeMills": str(INVISIBLE_MS), "renewAheadTimeMillis": "2000"}
+    return {
+        "defaultInvisibleTimeMills": str(INVISIBLE_MS),
+        "renewAheadTimeMillis": "2000",
+        "renewMaxTimeMillis": str(RENEW_MAX_MS),
+    }
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -342,6 +350,52 @@ def test_a_slow_listeners_failure_is_retried_though_its_handle_was_renewed(
     calls = run.json_lines()
     assert [(c["id"], c["attempt"]) for c in calls] == [(msg_id, 1), (msg_id, 2)]
     assert calls[1]["at"] - calls[0]["at"] >= slow_s + 9.5  # the listener, then 10 s back-off
+
+
+@pytest.mark.timeout(180)
+def test_a_listener_that_outlasts_the_max_renew_time_gets_the_message_again(
+    cluster: LocalCluster, proxy: ProxyProcess, home: Path
+) -> None:
+    [msg_id] = send(cluster, "PushForever", 1)
+    run = RunningClient(home, PUSH, proxy.addr, "PushForever", "cg-push-forever", "0", "60")
+    try:
+        wait_for(lambda: len(run.json_lines()) >= 2, 90, "the message delivered again")
+    finally:
+        run.proc.kill()  # its listener sleeps on: no clean stop
+        run.stop()
+    first, again = run.json_lines()[:2]
+    assert [(first["id"], first["attempt"]), (again["id"], again["attempt"])] == [
+        (msg_id, 1),
+        (msg_id, 2),
+    ]
+    # renewed up to renewMaxTimeMillis, then back after its last invisible time
+    took = again["at"] - first["at"]
+    assert RENEW_MAX_MS / 1000 <= took <= (RENEW_MAX_MS + 3 * INVISIBLE_MS) / 1000 + 5
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_consumers_message_is_not_renewed_and_reaches_another(
+    cluster: LocalCluster, proxy: ProxyProcess, home: Path
+) -> None:
+    group = "cg-push-killed"
+    [msg_id] = send(cluster, "PushKilled", 1)
+    doomed = RunningClient(home, PUSH, proxy.addr, "PushKilled", group, "0", "60")
+    try:
+        wait_for(doomed.json_lines, 60, "the first consumer's listener called")
+    finally:
+        doomed.proc.kill()  # its Telemetry stream ends with it
+        doomed.stop()
+    killed_at = time.monotonic()
+    other = RunningClient(home, PUSH, proxy.addr, "PushKilled", group, "0", "0")
+    try:
+        wait_for(other.json_lines, 60, "the message at the other consumer")
+        got_at = time.monotonic()
+        wait_for(settled(cluster, group, 1), 30, "the message acked, none in flight")
+    finally:
+        assert other.stop() == 0
+    assert [(c["id"], c["attempt"]) for c in other.json_lines()] == [(msg_id, 2)]
+    # its invisible time (4 s) and the new consumer's start, not renewMaxTimeMillis (20 s)
+    assert got_at - killed_at < RENEW_MAX_MS / 1000 - 2
 
 
 # argv: endpoint, topic, group, count; a SimpleConsumer of a new group: its first receive
