@@ -10,11 +10,12 @@ from ferry.client.message_selector import Expression, MessageSelector
 from ferry.client.pop_codec import PROPERTY_RECEIPT_HANDLE
 from ferry.protocol.errors import FerryError
 from ferry.protocol.names import check_group, check_topic
-from ferry.protocol.record import PROPERTY_UNIQ_KEY, SYSTEM_PROPERTIES
+from ferry.protocol.record import PROPERTY_UNIQ_KEY
 from ferry.proxy import receipts
 from ferry.proxy.convert import body_digest, topic_name
 from ferry.proxy.errors import ProxyError
 from ferry.proxy.protocol import Code, DigestType, Encoding, MessageType, Pb, definition
+from ferry.proxy.system_keys import NOT_USER
 
 FILTER_TAG = 1
 FILTER_SQL = 2
@@ -106,7 +107,6 @@ def receive_ask(request: Pb) -> ReceiveAsk:
 
 
 TRACEPARENT = "traceparent"
-_NOT_USER = frozenset((PROPERTY_RECEIPT_HANDLE, TRACEPARENT, "tracestate"))
 
 
 def outbound(msg: MessageExt, topic: Pb, invisible: int) -> Pb:
@@ -116,7 +116,7 @@ def outbound(msg: MessageExt, topic: Pb, invisible: int) -> Pb:
     out = definition.Message(body=msg.body)
     out.topic.CopyFrom(topic)
     for name, value in msg.properties.items():
-        if name not in SYSTEM_PROPERTIES and name not in _NOT_USER:
+        if name not in NOT_USER:
             out.user_properties[name] = value
     sp = out.system_properties
     # the W3C context Ferry's producers put in the properties is RocketMQ 5's trace_context
