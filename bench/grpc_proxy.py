@@ -14,6 +14,8 @@ One local cluster, one proxy process (`python -m ferry.proxy`), 128-byte bodies,
   proxy (4 threads, receive(32), ack() of each: the client's ack_async is
   broken in 5.1.2), Ferry's PullConsumer, and
   Ferry's SimpleConsumer (4 threads, receive(32), ack_batch), each a fresh group.
+The floor (bench/grpc/floor_server.py) is the proxy's own gRPC service with a producer that
+answers at once: the client's sends against it are what gRPC and the client cost alone.
 The client runs in a child process with its own venv (bench/grpc/client_work.py).
 Figures are medians over rounds (min-max beside); ratios are medians of per-round ratios.
 The targets (issue 41): proxy produce >= 70 % of the SDK's, proxy send p50 <= 1.5x the
@@ -52,20 +54,25 @@ BATCH = 32
 
 
 class Proxy:
-    """`python -m ferry.proxy` on a free port; its address from its READY line."""
+    """`python -m ferry.proxy` on a free port (or the floor server, when `namesrv` is None);
+    its address from its READY line."""
 
-    def __init__(self, namesrv: str, home: Path) -> None:
+    def __init__(self, namesrv: str | None, home: Path) -> None:
+        argv = [sys.executable, "-m", "ferry.proxy", "--set", f"namesrvAddr={namesrv}",
+                "--set", "proxyListenPort=0"]  # fmt: skip
+        if namesrv is None:
+            argv = [sys.executable, str(HERE / "floor_server.py")]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ferry.proxy", "--set", f"namesrvAddr={namesrv}",
-             "--set", "proxyListenPort=0"],
+            argv,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
             env={**os.environ, "HOME": str(home), "FERRY_PARENT_PID": str(os.getpid())},
-        )  # fmt: skip
+        )
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            if line.startswith("READY proxy "):
+            if line.startswith("READY "):
                 self.addr = line.split("grpc=", 1)[1].strip()
                 break
         else:
@@ -73,6 +80,8 @@ class Proxy:
         threading.Thread(target=self.proc.stdout.read, daemon=True).start()  # keep it drained
 
     def stop(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
         self.proc.terminate()
         self.proc.wait(timeout=15)
 
@@ -137,8 +146,8 @@ def preload(namesrv: str, topic: str, n: int) -> int:
 
 
 def one_round(
-    cluster: LocalCluster, proxy: Proxy, home: Path, r: int, args: argparse.Namespace
-) -> tuple[Runs, Runs]:
+    cluster: LocalCluster, proxy: Proxy, floor: Proxy, home: Path, r: int, args: argparse.Namespace
+) -> tuple[Runs, Runs, Runs]:
     namesrv, pids = cluster.namesrv_addr, [sp.pid for sp in cluster.processes]
     topic = f"BenchGrpcSend{r}"
     with Admin(namesrv) as admin:
@@ -149,6 +158,8 @@ def one_round(
     merge(via, proxy_produce(home, proxy.addr, topic, args.sync, args.messages))
     settle(pids)
     merge(sdk, sdk_produce(namesrv, topic, args.sync, args.messages))
+    settle(pids)
+    bare = proxy_produce(home, floor.addr, topic, args.sync, args.messages)
     source = f"BenchGrpcRecv{r}"
     n = preload(namesrv, source, args.messages)
     settle(pids)
@@ -165,32 +176,40 @@ def one_round(
         f"round {r}: send p50 {via['sync_p50'][0]:,.0f} vs {sdk['sync_p50'][0]:,.0f} µs, "
         f"produce {via['threads'][0]:,.0f} vs {sdk['threads'][0]:,.0f} msg/s, "
         f"consume {via['consume'][0]:,.0f} vs pull {sdk['pull'][0]:,.0f} "
-        f"(Ferry pop {sdk['pop'][0]:,.0f}) msg/s",
+        f"(Ferry pop {sdk['pop'][0]:,.0f}) msg/s; floor p50 {bare['sync_p50'][0]:,.0f} µs, "
+        f"{bare['threads'][0]:,.0f} msg/s",
         flush=True,
     )
-    return via, sdk
+    return via, sdk, bare
 
 
-def table(via: Runs, sdk: Runs) -> tuple[list[str], dict[str, float]]:
+def table(via: Runs, sdk: Runs, floor: Runs) -> tuple[list[str], dict[str, float]]:
+    above = [v - f for v, f in zip(via["sync_p50"], floor["sync_p50"], strict=True)]
     ratios = {
         "send p50 proxy/SDK": median_ratio(via["sync_p50"], sdk["sync_p50"]),
+        "send p50 (proxy-floor)/SDK": median_ratio(above, sdk["sync_p50"]),
+        "produce proxy/floor": median_ratio(via["threads"], floor["threads"]),
         "produce proxy/SDK": median_ratio(via["threads"], sdk["threads"]),
         "receive+ack proxy/pull": median_ratio(via["consume"], sdk["pull"]),
         "Ferry pop/pull": median_ratio(sdk["pop"], sdk["pull"]),
     }
     rows = [
-        "| figure | official client via proxy | Ferry SDK |",
-        "|---|---|---|",
-        f"| sync send p50 µs | {spread(via['sync_p50'])} | {spread(sdk['sync_p50'])} |",
-        f"| sync send p99 µs | {spread(via['sync_p99'])} | {spread(sdk['sync_p99'])} |",
+        "| figure | official client via proxy | Ferry SDK | client on the floor |",
+        "|---|---|---|---|",
+        f"| sync send p50 µs | {spread(via['sync_p50'])} | {spread(sdk['sync_p50'])} "
+        f"| {spread(floor['sync_p50'])} |",
+        f"| sync send p99 µs | {spread(via['sync_p99'])} | {spread(sdk['sync_p99'])} "
+        f"| {spread(floor['sync_p99'])} |",
         f"| produce msg/s, {THREADS} threads | {spread(via['threads'])} "
-        f"| {spread(sdk['threads'])} |",
+        f"| {spread(sdk['threads'])} | {spread(floor['threads'])} |",
         f"| receive+ack msg/s, {THREADS} threads | {spread(via['consume'])} "
-        f"| SimpleConsumer {spread(sdk['pop'])}, PullConsumer {spread(sdk['pull'])} |",
+        f"| SimpleConsumer {spread(sdk['pop'])}, PullConsumer {spread(sdk['pull'])} | |",
         "",
         "| ratio | median | target |",
         "|---|---|---|",
         f"| send p50 proxy/SDK | {ratios['send p50 proxy/SDK']:.2f} | <= 1.5 |",
+        f"| send p50 (proxy-floor)/SDK | {ratios['send p50 (proxy-floor)/SDK']:.2f} | |",
+        f"| produce proxy/floor | {ratios['produce proxy/floor']:.2f} | |",
         f"| produce proxy/SDK | {ratios['produce proxy/SDK']:.2f} | >= 0.70 |",
         f"| receive+ack proxy/pull | {ratios['receive+ack proxy/pull']:.3f} | >= 0.50 |",
         f"| Ferry pop/pull | {ratios['Ferry pop/pull']:.3f} | |",
@@ -209,30 +228,36 @@ def main() -> None:
         args.rounds, args.messages, args.sync = 1, 1600, 300
     via: Runs = {}
     sdk: Runs = {}
+    bare: Runs = {}
     with tempfile.TemporaryDirectory() as data:
         home = Path(data) / "home"
         home.mkdir()
         cluster = start_local_cluster(str(Path(data) / "cluster"))
-        proxy = None
+        proxy = floor = None
         try:
             with Admin(cluster.namesrv_addr) as admin:
                 deadline = time.monotonic() + 15
                 while not admin.master_addrs() and time.monotonic() < deadline:
                     time.sleep(0.1)  # wait-ok: polling the registration with a deadline
             proxy = Proxy(cluster.namesrv_addr, home)
+            floor = Proxy(None, home)
             for r in range(args.rounds):
-                a, b = one_round(cluster, proxy, home, r, args)
+                a, b, c = one_round(cluster, proxy, floor, home, r, args)
                 merge(via, a)
                 merge(sdk, b)
+                merge(bare, c)
         finally:
-            if proxy is not None:
-                proxy.stop()
+            for server in (proxy, floor):
+                if server is not None:
+                    server.stop()
             cluster.stop()
-    rows, ratios = table(via, sdk)
+    rows, ratios = table(via, sdk, bare)
     print("\n".join(rows))
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "grpc_proxy.json"
-    out.write_text(json.dumps({"proxy": via, "sdk": sdk, "ratios": ratios}, indent=1))
+    out.write_text(
+        json.dumps({"proxy": via, "sdk": sdk, "floor": bare, "ratios": ratios}, indent=1)
+    )
     print(f"saved {out}")
 
 
