@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from ferry.protocol import record
 from ferry.protocol.codes import Perm, PullStatus
 from ferry.protocol.errors import (
@@ -31,9 +33,12 @@ from ferry.protocol.errors import (
 from ferry.protocol.messages import (
     AckMessageRequest,
     AnyReply,
+    BatchAckMessageReply,
     BatchAckMessageRequest,
+    ChangeInvisibleTimeReply,
     ChangeInvisibleTimeRequest,
     ErrorReply,
+    OkReply,
     PopCheckpoint,
     PopCheckpointReply,
     PopCheckpointRequest,
@@ -47,6 +52,7 @@ from ferry.remoting.calls import Caller
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.expression import store_filter
 from ferry.remoting.group_topics import GroupTopics
+from ferry.remoting.pop_order import OrderLeases, is_order_handle
 from ferry.remoting.stats import BrokerStats
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
@@ -88,6 +94,7 @@ class PopProcessor:
         self._service = service
         self._stats = stats
         self.busy: set[tuple[str, str, int]] = set()  # (group, topic, queue) being popped
+        self.orders = OrderLeases(offsets)  # the queues FIFO groups hold
         self._waiting: list[Callable[[], None]] = []  # pops that found only busy queues
         # pops that found nothing, by topic, oldest first: a send to the topic wakes one of
         # each group (as RocketMQ's pop long polling), not every one to race for it
@@ -187,8 +194,12 @@ class PopProcessor:
             limit = group.retry_max_times
         queues = [(req.topic, i, list(codes), sql) for i in range(topic.read_queue_nums)]
         # copies keep their tags; any of them is for this group (RocketMQ's filterSupportRetry
-        # is false by default: retries are not filtered)
-        queues.append((retry, 0, [], ""))
+        # is false by default: retries are not filtered). A FIFO group has no retry copies:
+        # its messages come again from their queue.
+        if group.consume_message_orderly and not req.order:
+            req = msgspec.structs.replace(req, order=True)  # the group decides, as RocketMQ 5's
+        if not req.order:
+            queues.append((retry, 0, [], ""))
         deadline = time.monotonic() + min(max(req.poll_ms, 0), MAX_POLL_MS) / 1000
         _PopScan(self, revive, req, call, queues, next(self._turn), deadline, limit).run()
 
@@ -246,6 +257,9 @@ class _PopScan:
             self.skipped.add(key)
             self.run()
             return
+        if self.req.order and self.o.orders.held(key):
+            self.run()  # a batch of it is in flight to the group
+            return
         offset = self.o._offsets.get(group, qtopic, qid)
         first = offset is None
         if offset is None:
@@ -269,7 +283,10 @@ class _PopScan:
                 self.o.release(key)
                 self.run()
                 return
-            self._checkpoint(key, body, bytes(frames[0]))
+            if self.req.order:
+                self._lease(key, body, bytes(frames[0]))
+            else:
+                self._checkpoint(key, body, bytes(frames[0]))
 
         self.o._store.request(
             StoreGetRequest(
@@ -314,6 +331,22 @@ class _PopScan:
 
         self.revive.request(PopCheckpointRequest(checkpoint=ck), on_ck, timeout_s=STORE_TIMEOUT_S)
 
+    def _lease(self, key: tuple[str, str, int], body: StoreGetReply, frame: bytes) -> None:
+        """A FIFO group's batch: leased in memory, the offset left before it (pop_order)."""
+        group, qtopic, _ = key
+        handles, frame = self.o.orders.lease(
+            key, frame, body.next_begin_offset, self.req.invisible_ms
+        )
+        self.o.release(key)
+        if not handles:  # the frame held only other topics' records
+            self.o._offsets.commit(*key, body.next_begin_offset)
+            self.run()
+            return
+        self.o._stats.count_get(group, qtopic, len(handles), len(frame))
+        self.call.reply(
+            PopMessageReply(status=PullStatus.FOUND, count=len(handles), handles=handles), [frame]
+        )
+
     def _fail(self, body: AnyReply) -> None:
         if isinstance(body, ErrorReply):
             self.call.reply(body)
@@ -329,11 +362,43 @@ class PopSettleProcessor:
 
     def ack(self, req: AckMessageRequest, call: Caller) -> None:
         check_group(req.consumer_group)
+        if is_order_handle(req.receipt_handle):
+            self._order_ack(req.consumer_group, req.receipt_handle)
+            call.reply(OkReply())
+            return
         self._forward(req, call)
 
     def batch_ack(self, req: BatchAckMessageRequest, call: Caller) -> None:
         check_group(req.consumer_group)
-        self._forward(req, call)
+        ordered = [i for i, e in enumerate(req.entries) if is_order_handle(e.receipt_handle)]
+        if not ordered:
+            self._forward(req, call)
+            return
+        outcomes: dict[int, tuple[int, str]] = {}
+        for i in ordered:
+            try:
+                self._order_ack(req.consumer_group, req.entries[i].receipt_handle)
+                outcomes[i] = (0, "")
+            except FerryError as err:
+                outcomes[i] = (int(err.code), err.message)
+        rest = [e for i, e in enumerate(req.entries) if i not in outcomes]
+        if not rest:
+            call.reply(_batch_reply(outcomes, len(req.entries)))
+            return
+
+        def on_reply(body: AnyReply, _frames: list[Any]) -> None:
+            if not isinstance(body, BatchAckMessageReply):
+                call.reply(body)
+                return
+            others = iter(zip(body.codes, body.messages, strict=True))
+            for i in range(len(req.entries)):
+                if i not in outcomes:
+                    outcomes[i] = next(others)
+            call.reply(_batch_reply(outcomes, len(req.entries)))
+
+        self._forward_to(
+            BatchAckMessageRequest(consumer_group=req.consumer_group, entries=rest), on_reply, call
+        )
 
     def change(self, req: ChangeInvisibleTimeRequest, call: Caller) -> None:
         check_group(req.consumer_group)
@@ -341,19 +406,43 @@ class PopSettleProcessor:
             raise InvalidParameterError(
                 f"invisible_ms must be within {MIN_INVISIBLE_MS}..{MAX_INVISIBLE_MS}"
             )
+        if is_order_handle(req.receipt_handle):
+            orders = self._owner.orders
+            handle = orders.change(req.consumer_group, req.receipt_handle, req.invisible_ms)
+            call.reply(ChangeInvisibleTimeReply(receipt_handle=handle))
+            return
         self._forward(req, call)
+
+    def _order_ack(self, group: str, handle: str) -> None:
+        ended = self._owner.orders.ack(group, handle)
+        if ended is not None:  # the queue's next batch may go now
+            self._owner.messages_arrived(ended[1])
 
     def _forward(
         self,
         req: AckMessageRequest | BatchAckMessageRequest | ChangeInvisibleTimeRequest,
         call: Caller,
     ) -> None:
-        revive = self._owner._revive_peer()
-
         def on_reply(body: AnyReply, _frames: list[Any]) -> None:
             call.reply(body)
 
+        self._forward_to(req, on_reply, call)
+
+    def _forward_to(
+        self,
+        req: AckMessageRequest | BatchAckMessageRequest | ChangeInvisibleTimeRequest,
+        on_reply: Callable[[AnyReply, list[Any]], None],
+        call: Caller,
+    ) -> None:
+        revive = self._owner._revive_peer()
         try:
             revive.request(req, on_reply, timeout_s=STORE_TIMEOUT_S)
         except FerryError as err:
             call.fail(err)
+
+
+def _batch_reply(outcomes: dict[int, tuple[int, str]], count: int) -> BatchAckMessageReply:
+    return BatchAckMessageReply(
+        codes=[outcomes[i][0] for i in range(count)],
+        messages=[outcomes[i][1] for i in range(count)],
+    )

@@ -172,6 +172,7 @@ class SlaveSynchronizer:
                 consume_broadcast_enable=g.consume_broadcast_enable,
                 retry_queue_nums=g.retry_queue_nums,
                 retry_max_times=g.retry_max_times,
+                consume_message_orderly=g.consume_message_orderly,
             )
             if self._groups.find(g.group_name) != group:
                 self._groups.put(group)
@@ -221,6 +222,7 @@ class MasterSyncProcessor:
                     consume_broadcast_enable=g.consume_broadcast_enable,
                     retry_queue_nums=g.retry_queue_nums,
                     retry_max_times=g.retry_max_times,
+                    consume_message_orderly=g.consume_message_orderly,
                 )
                 for g in self._groups.all()
             ],

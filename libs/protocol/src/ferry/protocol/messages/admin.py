@@ -22,6 +22,8 @@ class SubscriptionGroupConfig(msgspec.Struct, frozen=True, kw_only=True):
     retry_queue_nums: int = 1
     retry_max_times: int = 16  # failed deliveries before %DLQ%group
     notify_consumer_ids_changed_enable: bool = True
+    # a FIFO group (RocketMQ 5's consumeMessageOrderly): its pops are orderly (pop_order.py)
+    consume_message_orderly: bool = False
 
 
 class UpdateSubscriptionGroupRequest(Request, frozen=True, tag="update_subscription_group"):

@@ -162,6 +162,7 @@ class SyncedGroup(msgspec.Struct, frozen=True, omit_defaults=True):
     consume_broadcast_enable: bool = True
     retry_queue_nums: int = 1
     retry_max_times: int = 16
+    consume_message_orderly: bool = False
 
 
 class SlaveSyncRequest(Request, frozen=True, tag="slave_sync"):

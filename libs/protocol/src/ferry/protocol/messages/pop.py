@@ -34,6 +34,8 @@ class PopMessageRequest(Request, frozen=True, tag="pop"):
     max_reconsume_times: int = -1  # -1: the group's retryMaxTimes
     client_id: str = ""
     expression_type: str = ""  # "" or TAG: tags; SQL92: a filter (enablePropertyFilter)
+    # a FIFO group's pop: one batch of a queue in flight at a time, in order (pop_order.py)
+    order: bool = False
 
 
 class PopMessageReply(Reply, frozen=True, tag="pop_reply"):
