@@ -168,10 +168,18 @@ def creds(c: Credentials) -> tuple[str, str]:
 # the sent ids, or where it failed and how.
 SEND = r"""
 import json, sys
+import logging
 from rocketmq import ClientConfiguration, Credentials, Message, Producer
+from rocketmq.v5.log import logger
 endpoint, topic, ak, sk, count = sys.argv[1:6]
 count = int(count)
-out = {"sent": [], "error": None}
+out = {"sent": [], "error": None, "logged": []}
+
+class Errors(logging.Handler):  # what the client logs of the Status it was refused with
+    def emit(self, record):
+        out["logged"].append(record.getMessage())
+
+logger.addHandler(Errors(logging.ERROR))
 producer = Producer(ClientConfiguration(endpoint, Credentials(ak, sk)), (topic,), tls_enable=True)
 try:
     producer.startup()
@@ -387,8 +395,11 @@ def test_a_wrong_secret_is_unauthorized_and_stores_nothing(secure: Secure) -> No
     wrong = Credentials(ALICE.access_key, "not-the-secret")
     out = run(secure, SEND, secure.proxy.addr, TOPIC, *creds(wrong), "1")
     assert out["sent"] == []
-    assert out["error"][0] == "UnauthorizedException", out
-    assert "does not match access key 'alice'" in out["error"][1]
+    # the client turns the refused QueryRoute of its startup into a plain Exception, and logs
+    # the UnauthorizedException (code 40100) it was answered with
+    assert out["error"] == ["Exception", f"failed to fetch topic:{TOPIC} route."], out
+    refusals = [line for line in out["logged"] if "does not match access key 'alice'" in line]
+    assert refusals and all("40100" in line for line in refusals), out["logged"]
     assert secure.stored(TOPIC) == before
     assert secure.proxy.proc.poll() is None
 
