@@ -10,18 +10,24 @@ client fails cleanly; the proxy keeps serving through all of it."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from ferry.admin import Admin
 from ferry.protocol.auth import Credentials
+from ferry.proxy.protocol import SERVICE, definition, methods
+from ferry.proxy.users import PULL_S, PULL_TIMEOUT_S
 from ferry.runtime.launcher import LocalCluster, start_local_cluster
 from ferry.runtime.testing.client_venvs import rocketmq_grpc_python
 from ferry.runtime.testing.pytest_support import wait_for
@@ -29,6 +35,7 @@ from ferry.runtime.testing.pytest_support import wait_for
 pytestmark = pytest.mark.integration
 
 ProxyProcess = Any  # conftest's (the proxy_process fixture)
+METHODS = methods()
 
 INNER = Credentials("ferry-inner", "inner-secret-0123")
 ROOT = Credentials("root", "root-secret-0123")
@@ -460,4 +467,48 @@ def test_a_plain_text_client_fails_cleanly_and_tls_keeps_serving(secure: Secure)
     out = run(secure, PLAIN, secure.proxy.addr, TOPIC, *creds(ALICE))
     assert out["plain"] == "UNAVAILABLE"
     assert out["tls"] == 20000
+    assert secure.proxy.proc.poll() is None
+
+
+def _route_code(secure: Secure, who: Credentials) -> int:
+    """QueryRoute signed by `who`, from this process over TLS: its Status code."""
+    metadata = [("x-mq-client-id", "probe@staleness"), *sign(who)]
+    credentials = grpc.ssl_channel_credentials(Path(secure.ca).read_bytes())
+    with grpc.secure_channel(secure.proxy.addr, credentials) as channel:
+        call = channel.unary_unary(
+            f"/{SERVICE}/QueryRoute",
+            request_serializer=METHODS["QueryRoute"].request.SerializeToString,
+            response_deserializer=METHODS["QueryRoute"].response.FromString,
+        )
+        request = METHODS["QueryRoute"].request(topic=definition.Resource(name=TOPIC))
+        return int(call(request, metadata=metadata, timeout=5).status.code)
+
+
+def sign(who: Credentials) -> list[tuple[str, str]]:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    mac = hmac.new(who.secret_key.encode(), stamp.encode(), hashlib.sha1).hexdigest()
+    header = f"MQv2-HMAC-SHA1 Credential={who.access_key}, SignedHeaders=x-mq-date-time, "
+    return [("x-mq-date-time", stamp), ("authorization", header + f"Signature={mac}")]
+
+
+@pytest.mark.timeout(120)
+def test_users_changed_on_the_masters_reach_the_proxy_within_its_pull_period(
+    secure: Secure,
+) -> None:
+    late = Credentials("late", "late-secret-0123")
+    assert _route_code(secure, late) == 40100  # not a user yet
+    with root_admin(secure.cluster, secure.server_key) as admin:
+        admin.create_user(late.access_key, late.secret_key)
+        admin.create_acl(f"User:{late.access_key}", [f"Topic:{TOPIC}"], ["Sub"], "Allow")
+        began = time.monotonic()
+        # PULL_S (2 s) plus a request's timeout is the bound; the deadline leaves room
+        wait_for(lambda: _route_code(secure, late) == 20000, 10, "the new user at the proxy")
+        took_new = time.monotonic() - began
+        admin.delete_acl(f"User:{late.access_key}", [f"Topic:{TOPIC}"])
+        began = time.monotonic()
+        wait_for(lambda: _route_code(secure, late) == 40300, 10, "the revoked ACL at the proxy")
+        took_revoked = time.monotonic() - began
+        admin.delete_user(late.access_key)
+        wait_for(lambda: _route_code(secure, late) == 40100, 10, "the deleted user at the proxy")
+    assert took_new < PULL_S + PULL_TIMEOUT_S + 1 and took_revoked < PULL_S + PULL_TIMEOUT_S + 1
     assert secure.proxy.proc.poll() is None
