@@ -43,6 +43,7 @@ ALICE = Credentials("alice", "alice-secret-0123")  # Pub and Sub on Sec*, Sub on
 READER = Credentials("reader", "reader-secret-0123")  # Sub on the topics only, no group
 TOPIC = "SecTopic"
 ACK_TOPIC = "SecAck"
+SIMPLE_TOPIC = "SecSimple"
 GROUP = "cg-sec"
 SECURITY = {
     "authenticationEnabled": "true",
@@ -132,6 +133,7 @@ def secure(
             wait_for(admin.master_addrs, 15, "the broker to register")
             admin.create_topic(TOPIC, 1, 1)
             admin.create_topic(ACK_TOPIC, 1, 1)
+            admin.create_topic(SIMPLE_TOPIC, 1, 1)
             admin.create_user(ALICE.access_key, ALICE.secret_key)
             admin.create_acl(f"User:{ALICE.access_key}", ["Topic:Sec*"], ["Pub", "Sub"], "Allow")
             admin.create_acl(f"User:{ALICE.access_key}", [f"Group:{GROUP}"], ["Sub"], "Allow")
@@ -201,6 +203,40 @@ except Exception as e:
 finally:
     try:
         producer.shutdown()
+    except Exception:
+        pass
+print(json.dumps(out))
+"""
+
+# argv: endpoint, topic, group, access key, secret key. The official SimpleConsumer over TLS:
+# receives until a message comes (30 s at most), acks it, receives again; or how it failed.
+SIMPLE = r"""
+import json, logging, sys, time
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+from rocketmq.v5.log import logger
+endpoint, topic, group, ak, sk = sys.argv[1:6]
+out = {"got": [], "after_ack": None, "error": None, "logged": []}
+
+class Errors(logging.Handler):
+    def emit(self, record):
+        out["logged"].append(record.getMessage())
+
+logger.addHandler(Errors(logging.ERROR))
+consumer = SimpleConsumer(ClientConfiguration(endpoint, Credentials(ak, sk)), group,
+                          {topic: FilterExpression()}, await_duration=2, tls_enable=True)
+try:
+    consumer.startup()
+    end = time.monotonic() + 30
+    while not out["got"] and time.monotonic() < end:
+        for m in consumer.receive(16, 20):
+            out["got"].append([m.message_id, m.body.decode(), m.delivery_attempt])
+            consumer.ack(m)
+    out["after_ack"] = len(consumer.receive(16, 20))
+except Exception as e:
+    out["error"] = [type(e).__name__, str(e)]
+finally:
+    try:
+        consumer.shutdown()
     except Exception:
         pass
 print(json.dumps(out))
@@ -419,6 +455,21 @@ def test_a_missing_permission_is_forbidden_and_stores_nothing(secure: Secure) ->
     assert out["error"][0] == "ForbiddenException", out
     assert "Pub" in out["error"][1] and TOPIC in out["error"][1]
     assert secure.stored(TOPIC) == before
+
+
+@pytest.mark.timeout(300)
+def test_a_users_simple_consumer_receives_and_acks_over_tls(secure: Secure) -> None:
+    sent = run(secure, SEND, secure.proxy.addr, SIMPLE_TOPIC, *creds(ALICE), "1")
+    assert sent["error"] is None, sent
+    # the reader may Sub the topic but not the group: refused, and the message stays
+    refused = run(secure, SIMPLE, secure.proxy.addr, SIMPLE_TOPIC, GROUP, *creds(READER))
+    assert refused["got"] == [], refused
+    assert refused["error"] is not None and refused["error"][0] == "ForbiddenException", refused
+    assert f"Group:{GROUP}" in refused["error"][1] or GROUP in refused["error"][1]
+    out = run(secure, SIMPLE, secure.proxy.addr, SIMPLE_TOPIC, GROUP, *creds(ALICE))
+    assert out["error"] is None, out
+    assert out["got"] == [[sent["sent"][0], "secure 0", 1]]
+    assert out["after_ack"] == 0  # acked: it does not come back
 
 
 @pytest.mark.timeout(300)
