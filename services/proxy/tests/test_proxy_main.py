@@ -63,6 +63,18 @@ def test_tls_needs_the_grpc_certificate_and_key(tmp_path: Path) -> None:
         "/x/cert.pem",
         "/x/key.pem",
     )
+    # files that are not there, or not PEM: one line, exit 2, before READY
+    (tmp_path / "not.pem").write_text("not a certificate")
+    sets = [f"{k}={v}" for k, v in curve.items()] + ["namesrvAddr=127.0.0.1:1"]
+    missing = run_proxy(tmp_path, *sets, *[f"{k}={v}" for k, v in pem.items()])
+    assert missing.returncode == 2, missing.stderr
+    assert "cannot read the TLS certificate (tlsServerCertPath) /x/cert.pem" in missing.stderr
+    garbled = run_proxy(
+        tmp_path, *sets, f"tlsServerCertPath={tmp_path / 'not.pem'}", "tlsServerKeyPath=/x/k"
+    )
+    assert garbled.returncode == 2, garbled.stderr
+    assert "not.pem is not PEM" in garbled.stderr
+    assert "READY" not in missing.stdout + garbled.stdout
 
 
 def test_config_defaults_and_bounds() -> None:
