@@ -7,6 +7,11 @@ joins the sends of concurrent calls into one request per broker. The proxy keeps
 its own: routes come from the name servers, messages go to the brokers, and a receipt handle
 carries what an ack needs (the consumers' subscriptions, learnt from their Telemetry streams,
 are kept only to register them with the brokers while the streams are open).
+
+With the cluster's security keys it is one of the cluster's services: it signs its requests
+with the inner credentials and reaches the brokers over CURVE; authenticationEnabled checks
+every gRPC call first (ferry.proxy.auth, users from ferry.proxy.users), and tlsEnable serves
+the gRPC port over TLS (ferry.proxy.tls).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import signal
 import grpc
 
 from ferry.client.aio import Producer
-from ferry.proxy.auth import AuthInterceptor, CallChecker
+from ferry.proxy.auth import call_checks
 from ferry.proxy.consuming import Popper
 from ferry.proxy.convert import ServerSettings
 from ferry.proxy.routes import RouteLookup
@@ -28,7 +33,6 @@ from ferry.proxy.tls import server_credentials
 from ferry.proxy.users import UserPuller
 from ferry.runtime.config import DEFAULT_DELAY_LEVELS, ProxyConfig, parse_delay_levels
 from ferry.runtime.endpoints import announce_ready
-from ferry.runtime.security.guard import Guard
 
 log = logging.getLogger("ferry.proxy")
 
@@ -74,14 +78,8 @@ class ProxyApp:
         interceptors: list[grpc.aio.ServerInterceptor] = []
         if inner is not None:  # authenticationEnabled: every call checked (ferry.proxy.auth)
             users = UserPuller(config.namesrv_addr, inner, key)
-            guard = Guard(
-                SERVICE_NAME,
-                inner=inner,
-                authorization=config.authorization_enabled,
-                internal_only=False,
-                users=users.mirror,
-            )
-            interceptors.append(AuthInterceptor(CallChecker(guard)))
+            checks = call_checks(SERVICE_NAME, inner, config.authorization_enabled, users.mirror)
+            interceptors.append(checks)
         server = grpc.aio.server(interceptors=interceptors)
         address = f"{config.listen_host}:{config.proxy_listen_port}"
         try:

@@ -30,10 +30,11 @@ from typing import Any
 
 import grpc
 
+from ferry.protocol.auth import Credentials
 from ferry.protocol.errors import BadSignatureError, FerryError, NoCredentialsError
 from ferry.proxy import access
 from ferry.proxy.protocol import Code, Method, Pb, methods
-from ferry.runtime.security.guard import Guard
+from ferry.runtime.security.guard import Guard, Users
 from ferry.runtime.security.permissions import Needs
 
 log = logging.getLogger("ferry.proxy.auth")
@@ -286,3 +287,13 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 yield method.reply(ended[0].code, ended[0].message)
 
         return call
+
+
+def call_checks(
+    service: str, inner: Credentials, authorization: bool, users: Users
+) -> AuthInterceptor:
+    """The interceptor of a proxy with authenticationEnabled: Ferry's Guard over `users`."""
+    guard = Guard(
+        service, inner=inner, authorization=authorization, internal_only=False, users=users
+    )
+    return AuthInterceptor(CallChecker(guard))
