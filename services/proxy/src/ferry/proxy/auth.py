@@ -20,6 +20,7 @@ headers from being captured.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -219,15 +220,15 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     def _check(self, method: Method, request: Pb, context: Any) -> tuple[Code, str] | None:
         """None when the call may run; else its refusal."""
-        try:
-            who = self._checker.authenticate(method.name, context)
-            self._checker.authorize(who, method.name, access.needs(method.name, request), context)
-        except Refused as refused:
-            return refused.code, refused.message
-        except Exception:  # a check that fails refuses, logged
-            log.exception("checking %s failed", method.name)
-            return Code.INTERNAL_ERROR, f"{method.name}: the proxy could not check the call"
-        return None
+        return _refusal(
+            method,
+            lambda: self._checker.authorize(
+                self._checker.authenticate(method.name, context),
+                method.name,
+                access.needs(method.name, request),
+                context,
+            ),
+        )
 
     def _unary(self, method: Method, fn: Any) -> Unary:
         async def call(request: Pb, context: Any) -> Pb:
@@ -264,19 +265,22 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         checker = self._checker
 
         async def call(commands: AsyncIterator[Pb], context: Any) -> AsyncIterator[Pb]:
-            try:
-                who = checker.authenticate(method.name, context)
-            except Refused as refused:
-                yield method.reply(refused.code, refused.message)
+            who: list[tuple[str, Any]] = []
+            refused = _refusal(
+                method, lambda: who.append(checker.authenticate(method.name, context))
+            )
+            if refused is not None:
+                yield method.reply(*refused)
                 return
-            ended: list[Refused] = []
+            ended: list[tuple[Code, str]] = []
+
+            def allowed(command: Pb) -> None:
+                checker.authorize(who[0], method.name, access.telemetry_needs(command), context)
 
             async def checked() -> AsyncIterator[Pb]:
                 async for command in commands:
-                    try:
-                        need = access.telemetry_needs(command)
-                        checker.authorize(who, method.name, need, context)
-                    except Refused as refused:
+                    refused = _refusal(method, functools.partial(allowed, command))
+                    if refused is not None:
                         ended.append(refused)
                         return
                     yield command
@@ -284,9 +288,21 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             async for reply in fn(checked(), context):
                 yield reply
             if ended:
-                yield method.reply(ended[0].code, ended[0].message)
+                yield method.reply(*ended[0])
 
         return call
+
+
+def _refusal(method: Method, check: Callable[[], object]) -> tuple[Code, str] | None:
+    """None when `check` passes; else the Code and message the call is answered with."""
+    try:
+        check()
+    except Refused as refused:
+        return refused.code, refused.message
+    except Exception:  # a check that fails refuses, logged
+        log.exception("checking %s failed", method.name)
+        return Code.INTERNAL_ERROR, f"{method.name}: the proxy could not check the call"
+    return None
 
 
 def call_checks(
