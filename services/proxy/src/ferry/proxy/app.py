@@ -24,9 +24,9 @@ import signal
 import grpc
 
 from ferry.client.aio import Producer
-from ferry.proxy.auth import call_checks
 from ferry.proxy.consuming import Popper
 from ferry.proxy.convert import ServerSettings
+from ferry.proxy.interceptor import call_checks
 from ferry.proxy.routes import RouteLookup
 from ferry.proxy.service import MessagingService
 from ferry.proxy.tls import server_credentials
