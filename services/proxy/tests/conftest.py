@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -24,9 +24,11 @@ ClientRunner = Callable[..., str]
 class ProxyProcess:
     """`python -m ferry.proxy` on a free port; its lines kept, its address from READY."""
 
-    def __init__(self, namesrv: str, home: Path) -> None:
+    def __init__(self, namesrv: str, home: Path, settings: Sequence[str] = ()) -> None:
+        """settings: more `key=value` for its --set flags."""
         self.lines: list[str] = []
-        args = ["--set", f"namesrvAddr={namesrv}", "--set", "proxyListenPort=0"]
+        sets = [f"namesrvAddr={namesrv}", "proxyListenPort=0", *settings]
+        args = [a for item in sets for a in ("--set", item)]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ferry.proxy", *args],
             stdout=subprocess.PIPE,
@@ -82,6 +84,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("proxy-home")
+
+
+@pytest.fixture(scope="session")
+def proxy_process() -> type[ProxyProcess]:
+    """The class, for a module that starts a proxy of its own (other settings)."""
+    return ProxyProcess
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ from ferry.client.aio.instance import AsyncClientInstance
 from ferry.client.message import MessageExt
 from ferry.client.pop_codec import PopTarget
 from ferry.client.transport import expect
+from ferry.protocol.auth import Credentials
 from ferry.protocol.errors import BrokerNotExistError, FerryError
 from ferry.protocol.messages import (
     AckMessageRequest,
@@ -51,13 +52,27 @@ class Popper:
     """Ferry's pop for every group the proxy serves: one client instance, started and closed
     on the proxy's loop."""
 
-    def __init__(self, namesrv: str, api_timeout_s: float = 3.0) -> None:
+    def __init__(
+        self,
+        namesrv: str,
+        api_timeout_s: float = 3.0,
+        *,
+        credentials: Credentials | None = None,
+        tls_server_key: str | None = None,
+    ) -> None:
         self._namesrv = namesrv
         self._inst: AsyncClientInstance | None = None
         self.api_timeout_s = api_timeout_s
+        self._credentials = credentials  # the cluster's inner identity, with authentication
+        self._key = tls_server_key
 
     def start(self) -> None:
-        self._inst = AsyncClientInstance(self._namesrv, role="consumer")
+        self._inst = AsyncClientInstance(
+            self._namesrv,
+            role="consumer",
+            credentials=self._credentials,
+            tls_server_key=self._key,
+        )
 
     async def close(self) -> None:
         inst, self._inst = self._inst, None
