@@ -23,6 +23,7 @@ from ferry.proxy.consuming import Popper
 from ferry.proxy.convert import ServerSettings
 from ferry.proxy.routes import RouteLookup
 from ferry.proxy.service import MessagingService
+from ferry.proxy.transactions import HalfProducer, Transactions
 from ferry.runtime.config import DEFAULT_DELAY_LEVELS, ProxyConfig, parse_delay_levels
 from ferry.runtime.endpoints import announce_ready
 
@@ -57,6 +58,8 @@ class ProxyApp:
         producer = Producer(
             PRODUCER_GROUP, config.namesrv_addr, max_message_size=config.max_message_size
         )
+        halves = HalfProducer(config.namesrv_addr, max_message_size=config.max_message_size)
+        transactions = Transactions(halves)
         routes = RouteLookup(config.namesrv_addr)
         popper = Popper(config.namesrv_addr)
         server = grpc.aio.server()
@@ -67,9 +70,11 @@ class ProxyApp:
         if port == 0:  # older grpc's way to say the same
             raise ListenError("the port is in use or the host is not this machine's")
         where = (config.advertised_host, port)
-        service = MessagingService(producer, popper, routes, self.settings, where)
+        service = MessagingService(producer, popper, routes, self.settings, where, transactions)
         server.add_generic_rpc_handlers((service.handler(),))
         await producer.start()
+        await halves.start()
+        transactions.start()
         routes.start()
         popper.start()
         stop = asyncio.Event()
@@ -87,6 +92,7 @@ class ProxyApp:
             watch.cancel()
             await server.stop(STOP_GRACE_S)
             await producer.shutdown()
+            await halves.shutdown()
             await routes.close()
             await popper.close()
 

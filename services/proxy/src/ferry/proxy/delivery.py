@@ -112,7 +112,7 @@ def receive_ask(request: Pb) -> ReceiveAsk:
 
 TRACEPARENT = "traceparent"
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"  # a FIFO message's group (sending.py writes it)
-_NOT_USER = frozenset((PROPERTY_RECEIPT_HANDLE, TRACEPARENT, "tracestate", PROPERTY_SHARDING_KEY))
+NOT_USER = frozenset((PROPERTY_RECEIPT_HANDLE, TRACEPARENT, "tracestate", PROPERTY_SHARDING_KEY))
 
 
 def outbound(msg: MessageExt, topic: Pb, invisible: int) -> Pb:
@@ -122,7 +122,7 @@ def outbound(msg: MessageExt, topic: Pb, invisible: int) -> Pb:
     out = definition.Message(body=msg.body)
     out.topic.CopyFrom(topic)
     for name, value in msg.properties.items():
-        if name not in SYSTEM_PROPERTIES and name not in _NOT_USER:
+        if name not in SYSTEM_PROPERTIES and name not in NOT_USER:
             out.user_properties[name] = value
     sp = out.system_properties
     # the W3C context Ferry's producers put in the properties is RocketMQ 5's trace_context
