@@ -371,3 +371,34 @@ def test_an_orphaned_transaction_is_checked_through_telemetry_and_committed(
     assert checks[0]["checked"] == "orphan"
     assert checks[0]["id"] == sent["id"]  # the client's message id, as it sent it
     assert checks[0]["props"] == {"step": "orphan"}
+
+
+# argv: endpoint, topic; the generated stub's EndTransaction with ids the proxy never gave
+BAD_ENDS = r"""
+import base64, json, sys
+import grpc
+from rocketmq.grpc_protocol import definition_pb2 as d, service_pb2 as s, service_pb2_grpc
+endpoint, topic = sys.argv[1], sys.argv[2]
+stub = service_pb2_grpc.MessagingServiceStub(grpc.insecure_channel(endpoint))
+meta = [("x-mq-client-id", "probe@1")]
+forged = "T1" + base64.urlsafe_b64encode(b"broker-a\n0\n0\nmsg\ntx").decode().rstrip("=")
+out = {}
+for name, tx_id, on in (("garbled", "T1@@", topic), ("empty", "", topic),
+                        ("forged", forged, topic), ("bad_topic", forged, "bad topic")):
+    request = s.EndTransactionRequest(topic=d.Resource(name=on), message_id="msg",
+                                      transaction_id=tx_id, resolution=d.COMMIT)
+    reply = stub.EndTransaction(request, metadata=meta, timeout=10)
+    out[name] = [reply.status.code, reply.status.message]
+print(json.dumps(out))
+"""
+
+
+def test_end_transaction_with_an_id_the_proxy_never_gave_gets_a_status(
+    proxy: ProxyProcess, client: ClientRunner
+) -> None:
+    got = json.loads(client(BAD_ENDS, proxy.addr, TX_TOPIC))
+    assert got["garbled"][0] == 40008  # INVALID_TRANSACTION_ID
+    assert got["empty"][0] == 40008
+    assert got["forged"][0] == 40008, got["forged"]  # the broker holds no such half
+    assert got["bad_topic"][0] == 40002  # ILLEGAL_TOPIC
+    assert proxy.proc.poll() is None

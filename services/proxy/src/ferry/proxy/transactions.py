@@ -39,7 +39,7 @@ from ferry.client.transaction import (
 )
 from ferry.protocol import record
 from ferry.protocol.codes import SendStatus
-from ferry.protocol.errors import FerryError, InvalidParameterError
+from ferry.protocol.errors import FerryError, InvalidParameterError, QueryNotFoundError
 from ferry.protocol.messages import (
     AnyReply,
     CheckTransactionStateNotice,
@@ -301,8 +301,8 @@ class Transactions:
         )
         try:
             await producer.end(addr, body, state)
-        except InvalidParameterError as err:
-            # what the broker refuses here came from the token: not a half of this topic
+        except (InvalidParameterError, QueryNotFoundError) as err:
+            # what the broker refuses here came from the token: no half of this topic there
             raise ProxyError(Code.INVALID_TRANSACTION_ID, err.message) from None
 
     # ---- the broker's checks ----
