@@ -222,6 +222,11 @@ class Transactions:
         stream = self._streams.get(client_id)
         if stream is not None and stream.pushed is pushed:  # not a newer stream's
             del self._streams[client_id]
+            # the next heartbeat (it names all of them) leaves the groups no one here serves
+            self._producer.groups = self._topics()
+
+    def _topics(self) -> set[str]:
+        return {topic for stream in self._streams.values() for topic in stream.topics}
 
     def settings_seen(self, client_id: str, settings: Pb) -> None:
         """A producer's Settings name its topics: it can answer their checks."""
@@ -243,10 +248,10 @@ class Transactions:
             except FerryError:
                 continue  # a topic that cannot be a group: its halves are refused anyway
             stream.topics.add(topic)
-        new = {t for s in self._streams.values() for t in s.topics} - self._producer.groups
-        if new:
-            self._producer.groups |= new
-            self._producer.heartbeat_soon()  # so that checks find us
+        served = self._topics()
+        if served - self._producer.groups:
+            self._producer.groups = served
+            self._producer.heartbeat_soon()  # so that checks find us at once
 
     # ---- halves and ends ----
 
