@@ -271,12 +271,13 @@ def test_a_delayed_message_comes_at_its_time_and_bad_times_are_refused(
 
 # ---- transactions ----
 
-# argv: endpoint, topic, mode (commit | rollback | orphan); a JSON line per half sent and per
+# argv: endpoint, topic, mode (commit | rollback | unknown); a JSON line per half sent and per
 # check the TransactionChecker answered (COMMIT); runs until a line comes on stdin
 TRANSACTIONS = r"""
 import json, sys
 from rocketmq import (ClientConfiguration, Credentials, Message, Producer, TransactionChecker,
                       TransactionResolution)
+from rocketmq.grpc_protocol import TransactionSource
 endpoint, topic, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 
 class Checker(TransactionChecker):
@@ -297,16 +298,22 @@ def half(body):
     receipt = producer.send(msg, transaction)
     print(json.dumps({"sent": body, "id": receipt.message_id,
                       "transaction_id": receipt.transaction_id}), flush=True)
-    return transaction
+    return transaction, msg, receipt
 
 try:
     if mode == "commit":
-        half("committed").commit()
+        half("committed")[0].commit()
     elif mode == "rollback":
-        half("rolled-back").rollback()
-        half("after-rollback").commit()
+        half("rolled-back")[0].rollback()
+        half("after-rollback")[0].commit()
     else:
-        half("orphan")  # never ended here: the broker's check asks
+        # the local transaction's outcome is not known yet: the broker's check asks later
+        _, msg, receipt = half("orphan")
+        reply = producer.end_transaction(
+            receipt.message_queue.endpoints, msg, receipt.transaction_id,
+            TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED,
+            TransactionSource.SOURCE_CLIENT)
+        print(json.dumps({"unknown_end": reply.status.code}), flush=True)
     print("done", flush=True)
     sys.stdin.readline()
 finally:
@@ -356,16 +363,17 @@ def test_a_committed_transaction_is_delivered_and_a_rolled_back_one_never(
 
 
 @pytest.mark.timeout(300)
-def test_an_orphaned_transaction_is_checked_through_telemetry_and_committed(
+def test_an_unknown_transaction_is_checked_through_telemetry_and_committed(
     proxy: ProxyProcess, home: Path, tx_reader: Reader
 ) -> None:
-    running = _run_tx(home, proxy, "orphan")
+    running = _run_tx(home, proxy, "unknown")
     try:
         tx_reader.until({"orphan"}, 60, "the orphan, committed by the client's checker")
     finally:
         assert running.stop() == 0
     lines = running.json_lines()
     sent = next(line for line in lines if "sent" in line)
+    assert next(line for line in lines if "unknown_end" in line)["unknown_end"] == 20000
     checks = [line for line in lines if "checked" in line]
     assert checks, "the checker was never asked"
     assert checks[0]["checked"] == "orphan"
