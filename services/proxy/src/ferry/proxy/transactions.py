@@ -26,6 +26,8 @@ from typing import Any, NamedTuple
 from msgspec.structs import replace
 
 from ferry.client.aio import Producer
+from ferry.client.aio.instance import AsyncClientInstance
+from ferry.client.heartbeats import stamped
 from ferry.client.message import Message, MessageExt, SendResult
 from ferry.client.outgoing import Outgoing
 from ferry.client.publish import Target
@@ -61,6 +63,7 @@ GROUP = "FERRY_PROXY_TX_PRODUCER"  # the producer that sends halves; not a half'
 PREFIX = "T1"
 MAX_TOKEN = 1024
 MAX_STREAMS = 10_000
+MAX_PUSHED = 1000  # checks waiting on one stream; the broker asks again later
 RESOLUTIONS = {1: LocalTransactionState.COMMIT, 2: LocalTransactionState.ROLLBACK}
 SOURCE_SERVER_CHECK = 2
 _SEP = "\n"
@@ -143,9 +146,16 @@ class HalfProducer(Producer):
         groups = sorted({self.group, *self.groups})
         body = HeartbeatRequest(client_id=inst.client_id, producer_groups=groups)
         try:
-            await inst.connection(addr).request(body, timeout_s=inst.api_timeout_s)
+            await inst.connection(addr).request(stamped(body, inst), timeout_s=inst.api_timeout_s)
         except FerryError as err:
             log.debug("heartbeat to %s failed: %s", addr, err)
+
+    async def _leave(self, inst: AsyncClientInstance) -> None:
+        # a heartbeat naming only the proxy's group, which the unregistering then removes:
+        # the brokers no longer send this client checks
+        self.groups = set()
+        await self.heartbeat()
+        await super()._leave(inst)
 
     def on_notice(self, listener: Callable[[str, AnyReply], None]) -> None:
         self._started().on_notice(listener)
@@ -203,7 +213,6 @@ class Transactions:
         self._producer = producer
         self._streams: dict[str, _Stream] = {}
         self._turn = 0
-        self.relayed = 0  # checks pushed to a client
 
     def start(self) -> None:
         """After the producer's start: its broker notices come here."""
@@ -338,8 +347,10 @@ class Transactions:
                 message=checked_message(msg), transaction_id=encode(token)
             )
         )
+        if stream.pushed.qsize() >= MAX_PUSHED:
+            log.warning("check of %s dropped: the client reads none of its stream", body.msg_id)
+            return
         stream.pushed.put_nowait((command, False))
-        self.relayed += 1
 
 
 class ClientHalves:
