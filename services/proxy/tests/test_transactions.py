@@ -42,6 +42,7 @@ def test_a_transaction_id_carries_what_ends_the_half() -> None:
         "T1!!!",
         encode(TOKEN)[:20],  # cut short
         encode(TxToken("broker-a", -1, 0, "m", "t")),
+        encode(TxToken("broker-a", 1, 1 << 63, "m", "t")),  # not an offset the broker has
         encode(TxToken("", 1, 0, "m", "t")),
         "T1" + "A" * 2000,
     ],

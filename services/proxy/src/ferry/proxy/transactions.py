@@ -95,7 +95,8 @@ def decode(text: str) -> TxToken:
         token = TxToken(broker, int(phys), int(queue_offset), msg_id, tx_id)
     except (binascii.Error, ValueError):
         raise _invalid("the transaction id is garbled") from None
-    if not broker or not broker.isprintable() or token.commit_log_offset < 0:
+    offsets = (token.commit_log_offset, token.queue_offset)
+    if not broker or not broker.isprintable() or not all(0 <= o < 1 << 63 for o in offsets):
         raise _invalid("the transaction id is garbled")
     return token
 
