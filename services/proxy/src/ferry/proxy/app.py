@@ -30,6 +30,7 @@ from ferry.proxy.interceptor import call_checks
 from ferry.proxy.routes import RouteLookup
 from ferry.proxy.service import MessagingService
 from ferry.proxy.tls import server_credentials
+from ferry.proxy.transactions import HalfProducer, Transactions
 from ferry.proxy.users import UserPuller
 from ferry.runtime.config import DEFAULT_DELAY_LEVELS, ProxyConfig, parse_delay_levels
 from ferry.runtime.endpoints import announce_ready
@@ -72,6 +73,13 @@ class ProxyApp:
             credentials=inner,
             tls_server_key=key,
         )
+        halves = HalfProducer(
+            config.namesrv_addr,
+            max_message_size=config.max_message_size,
+            credentials=inner,
+            tls_server_key=key,
+        )
+        transactions = Transactions(halves)
         routes = RouteLookup(config.namesrv_addr, inner, key)
         popper = Popper(config.namesrv_addr, credentials=inner, tls_server_key=key)
         users: UserPuller | None = None
@@ -93,9 +101,11 @@ class ProxyApp:
         if port == 0:  # older grpc's way to say the same
             raise ListenError("the port is in use or the host is not this machine's")
         where = (config.advertised_host, port)
-        service = MessagingService(producer, popper, routes, self.settings, where)
+        service = MessagingService(producer, popper, routes, self.settings, where, transactions)
         server.add_generic_rpc_handlers((service.handler(),))
         await producer.start()
+        await halves.start()
+        transactions.start()
         routes.start()
         popper.start()
         if users is not None:
@@ -115,6 +125,7 @@ class ProxyApp:
             watch.cancel()
             await server.stop(STOP_GRACE_S)
             await producer.shutdown()
+            await halves.shutdown()
             await routes.close()
             await popper.close()
             if users is not None:

@@ -10,7 +10,7 @@ from ferry.client.message_selector import Expression, MessageSelector
 from ferry.client.pop_codec import PROPERTY_RECEIPT_HANDLE
 from ferry.protocol.errors import FerryError
 from ferry.protocol.names import check_group, check_topic
-from ferry.protocol.record import PROPERTY_UNIQ_KEY
+from ferry.protocol.record import PROPERTY_TIMER_DELIVER_MS, PROPERTY_TRAN_MSG, PROPERTY_UNIQ_KEY
 from ferry.proxy import receipts
 from ferry.proxy.convert import body_digest, topic_name
 from ferry.proxy.errors import ProxyError
@@ -107,6 +107,7 @@ def receive_ask(request: Pb) -> ReceiveAsk:
 
 
 TRACEPARENT = "traceparent"
+PROPERTY_SHARDING_KEY = "__SHARDINGKEY"  # a FIFO message's group (sending.py writes it)
 
 
 def outbound(msg: MessageExt, topic: Pb, invisible: int) -> Pb:
@@ -129,7 +130,7 @@ def outbound(msg: MessageExt, topic: Pb, invisible: int) -> Pb:
     sp.body_digest.type = int(DigestType.CRC32)
     sp.body_digest.checksum = body_digest(msg.body)
     sp.body_encoding = int(Encoding.IDENTITY)
-    sp.message_type = int(MessageType.NORMAL)
+    _set_type(sp, msg.properties)
     sp.born_timestamp.FromMilliseconds(msg.born_timestamp)
     sp.born_host = msg.born_host
     sp.store_timestamp.FromMilliseconds(msg.store_timestamp)
@@ -141,3 +142,19 @@ def outbound(msg: MessageExt, topic: Pb, invisible: int) -> Pb:
     sp.invisible_duration.FromMilliseconds(invisible)
     sp.delivery_attempt = msg.reconsume_times + 1
     return out
+
+
+def _set_type(sp: Pb, props: dict[str, str]) -> None:
+    """The type the message was sent as, from what its record keeps of it."""
+    group = props.get(PROPERTY_SHARDING_KEY)
+    deliver_at = props.get(PROPERTY_TIMER_DELIVER_MS, "")
+    if group:
+        sp.message_type = int(MessageType.FIFO)
+        sp.message_group = group
+    elif deliver_at.isdigit():
+        sp.message_type = int(MessageType.DELAY)
+        sp.delivery_timestamp.FromMilliseconds(int(deliver_at))
+    elif props.get(PROPERTY_TRAN_MSG) == "true":
+        sp.message_type = int(MessageType.TRANSACTION)
+    else:
+        sp.message_type = int(MessageType.NORMAL)
