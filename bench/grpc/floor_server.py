@@ -19,6 +19,7 @@ from ferry.client.route import TopicRoute
 from ferry.protocol.codes import SendStatus
 from ferry.proxy.convert import ServerSettings
 from ferry.proxy.service import MessagingService
+from ferry.proxy.transactions import HalfProducer, Transactions
 
 QUEUES = 4
 
@@ -32,6 +33,9 @@ class InstantSender:
         mq = MessageQueue(msg.topic, "floor", self.offset % QUEUES)
         return SendResult(SendStatus.SEND_OK, "", "", mq, self.offset)
 
+    async def send_orderly(self, msg: Message, sharding_key: str | bytes) -> SendResult:
+        return await self.send(msg)
+
 
 class FixedRoutes:
     async def route(self, topic: str) -> TopicRoute:
@@ -44,13 +48,11 @@ async def serve() -> None:
     port = server.add_insecure_port("127.0.0.1:0")
     settings = ServerSettings(max_body_size=4 << 20, consume_backoff_ms=(1000,), consume_attempts=2)
     popper: Any = None  # the floor serves producers only
-    service = MessagingService(
-        InstantSender(),
-        popper,
-        FixedRoutes(),
-        settings,
-        ("127.0.0.1", port),  # type: ignore[arg-type]
-    )
+    # never started: no transactional sends reach the floor
+    transactions = Transactions(HalfProducer("127.0.0.1:1"))
+    routes: Any = FixedRoutes()
+    where = ("127.0.0.1", port)
+    service = MessagingService(InstantSender(), popper, routes, settings, where, transactions)
     server.add_generic_rpc_handlers((service.handler(),))
     await server.start()
     print(f"READY floor grpc=127.0.0.1:{port}", flush=True)
