@@ -22,7 +22,7 @@ from rocketmq_client_programs import CONSUMER, PRODUCER, PULLER
 from ferry.admin import Admin
 from ferry.client import Message, MessageQueue, Producer
 from ferry.protocol.rocketmq.codes import RequestCode, ResponseCode
-from ferry.runtime.layouts import LocalCluster, start_local_cluster
+from ferry.runtime.launcher import LocalCluster, start_local_cluster
 from ferry.runtime.testing.pytest_support import wait_for
 from ferry.runtime.testing.remoting_client import RemotingClient
 

@@ -59,7 +59,7 @@ def test_query_msg_trace_by_id_prints_the_message_path(dev: DevUp, tmp_path: Pat
     out = run("-i", msg_id, "--console", console)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert any(msg_id in ln for ln in lines)  # the title names it whole
+    assert any(msg_id in ln and console in ln for ln in lines)  # the title: it, and where
     send = [ln.split() for ln in lines if REMOTING in ln.split() and TOPIC in ln.split()]
     assert send and send[0][0] in found["traces"]  # the trace id, whole
     # the console from the environment, as NAMESRV_ADDR is for the rest
@@ -119,3 +119,34 @@ def test_decode_message_id_gives_client_address_pid_and_time() -> None:
             check=False,
         )
         assert refused.returncode == 2, (bad, refused.stderr)
+
+
+def test_a_server_that_is_not_a_ferry_console_is_named_as_such() -> None:
+    """Whatever else listens where the console was looked for (8080 by default) answers with
+    something that holds no spans: the command says which server it asked and that it is
+    not a console, rather than "no trace"."""
+    import http.server
+    import threading
+
+    class Other(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps({"status": "ok", "service": "something else"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Other)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        where = f"http://127.0.0.1:{server.server_address[1]}"
+        done = run("-i", "0A0000000000000000000000000000", "--console", where)
+        assert done.returncode == 1, done.stderr
+        assert where in done.stderr and "not a Ferry console" in done.stderr
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -59,7 +59,7 @@ def run_tour(namesrv: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 def test_readme_tour_runs(cluster: Cluster, tmp_path: Path) -> None:
     done = run_tour(cluster.namesrv, tmp_path)
     assert "SEND_OK" in done.stdout
-    assert "b'hello ferry'" in done.stdout
+    assert "TagA b'hello ferry' eu" in done.stdout  # its user property came back
     assert done.stdout.count("b'batch ") == 10
     assert "pushed TagA b'hello ferry'" in done.stdout
     assert "pushed None" not in done.stdout  # the tag filter holds

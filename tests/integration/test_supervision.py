@@ -91,6 +91,50 @@ def test_killed_services_are_restarted_alone_and_sends_succeed_again(
         broker.close()
 
 
+def test_sends_ride_out_a_restart_of_remoting_on_a_single_broker(
+    tmp_path: Path, namesrv: str
+) -> None:
+    """kill -9 of the only broker's remoting under a producer with the default timeout
+    (3 s): sync sends and send_async wait for the restarted remoting instead of failing at
+    once with ConnectionFailedError, so none raises (issue 42 §4)."""
+    broker = ServedBroker(tmp_path / "broker", namesrv)
+    try:
+        create_topic(namesrv, "RideOut", 4)
+        with Producer("pg-ride-out", namesrv) as producer:
+            assert producer.send_timeout_s == 3.0
+            assert all(send_ok(producer, "RideOut", b"before") for _ in range(5))
+            errors: list[BaseException] = []
+            sent: list[str] = []
+            stop = threading.Event()
+
+            def keep_sending() -> None:
+                i = 0
+                while not stop.is_set():
+                    try:
+                        producer.send(Message("RideOut", f"sync {i}".encode()))
+                        fut = producer.send_async(Message("RideOut", f"async {i}".encode()))
+                        fut.result(timeout=10)
+                        sent.append(f"{i}")
+                    except Exception as exc:  # noqa: BLE001 - what the test counts
+                        errors.append(exc)
+                    i += 1
+
+            worker = threading.Thread(target=keep_sending, name="ride-out")
+            worker.start()
+            try:
+                wait_for(lambda: len(sent) >= 20, 30, "sends before the kill")
+                old = broker.kill9("broker-remoting")
+                broker.wait_restarted("broker-remoting", old)
+                before = len(sent)
+                wait_for(lambda: len(sent) >= before + 20, 30, "sends after the restart")
+            finally:
+                stop.set()
+                worker.join(timeout=30)
+        assert errors == [], f"{len(errors)} sends raised: {errors[:3]}"
+    finally:
+        broker.close()
+
+
 def test_no_acknowledged_message_is_lost_when_the_store_is_killed_mid_stream_3_times(
     tmp_path: Path, namesrv: str
 ) -> None:

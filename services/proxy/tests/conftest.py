@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -24,11 +24,11 @@ ClientRunner = Callable[..., str]
 class ProxyProcess:
     """`python -m ferry.proxy` on a free port; its lines kept, its address from READY."""
 
-    def __init__(self, namesrv: str, home: Path, settings: dict[str, str] | None = None) -> None:
+    def __init__(self, namesrv: str, home: Path, settings: Sequence[str] = ()) -> None:
+        """settings: more `key=value` for its --set flags."""
         self.lines: list[str] = []
-        args = ["--set", f"namesrvAddr={namesrv}", "--set", "proxyListenPort=0"]
-        for key, value in (settings or {}).items():
-            args += ["--set", f"{key}={value}"]
+        sets = [f"namesrvAddr={namesrv}", "proxyListenPort=0", *settings]
+        args = [a for item in sets for a in ("--set", item)]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ferry.proxy", *args],
             stdout=subprocess.PIPE,
@@ -86,17 +86,15 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("proxy-home")
 
 
-@pytest.fixture(scope="module")
-def proxy_settings() -> dict[str, str]:
-    """Keys of the proxy's config for a module's proxy (a module overrides this)."""
-    return {}
+@pytest.fixture(scope="session")
+def proxy_process() -> type[ProxyProcess]:
+    """The class, for a module that starts a proxy of its own (other settings)."""
+    return ProxyProcess
 
 
 @pytest.fixture(scope="module")
-def proxy(
-    cluster: LocalCluster, home: Path, proxy_settings: dict[str, str]
-) -> Iterator[ProxyProcess]:
-    process = ProxyProcess(cluster.namesrv_addr, home, proxy_settings)
+def proxy(cluster: LocalCluster, home: Path) -> Iterator[ProxyProcess]:
+    process = ProxyProcess(cluster.namesrv_addr, home)
     try:
         yield process
     finally:

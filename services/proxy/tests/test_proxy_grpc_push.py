@@ -15,7 +15,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +50,17 @@ FIFO_TOPIC = "PushFifo"  # one queue: its messages in one order
 
 
 @pytest.fixture(scope="module")
-def proxy_settings() -> dict[str, str]:
-    return {
-        "defaultInvisibleTimeMills": str(INVISIBLE_MS),
-        "renewAheadTimeMillis": "2000",
-        "renewMaxTimeMillis": str(RENEW_MAX_MS),
-    }
+def proxy(cluster: LocalCluster, home: Path, proxy_process: Any) -> Iterator[ProxyProcess]:
+    settings = [
+        f"defaultInvisibleTimeMills={INVISIBLE_MS}",
+        "renewAheadTimeMillis=2000",
+        f"renewMaxTimeMillis={RENEW_MAX_MS}",
+    ]
+    process = proxy_process(cluster.namesrv_addr, home, settings)
+    try:
+        yield process
+    finally:
+        process.stop()
 
 
 @pytest.fixture(scope="module", autouse=True)

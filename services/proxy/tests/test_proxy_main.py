@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import zmq.auth
 
 from ferry.protocol.errors import ConfigError
 from ferry.runtime.config import ProxyConfig, load_config
@@ -40,15 +41,40 @@ def test_a_port_in_use_exits_1_naming_it(tmp_path: Path) -> None:
     assert "READY" not in done.stdout
 
 
-def test_security_it_does_not_serve_yet_exits_2(tmp_path: Path) -> None:
-    inner = '{"accessKey":"inner","secretKey":"secret"}'
-    done = run_proxy(
-        tmp_path, "authenticationEnabled=true", f"innerClientAuthenticationCredentials={inner}"
-    )
+def test_tls_without_its_keys_exits_2_naming_them(tmp_path: Path) -> None:
+    done = run_proxy(tmp_path, "tlsEnable=true")
     assert done.returncode == 2
-    assert done.stderr.strip() == (
-        "ferry-proxy: the proxy does not serve authenticationEnabled or tlsEnable yet (issue 41)"
+    assert "tlsServerKeyFile and tlsInternalKeyFile" in done.stderr
+
+
+def test_tls_needs_the_grpc_certificate_and_key(tmp_path: Path) -> None:
+    server, _ = zmq.auth.create_certificates(str(tmp_path), "server")
+    internal, _ = zmq.auth.create_certificates(str(tmp_path), "internal")
+    curve = {
+        "tlsEnable": "true",
+        "tlsServerKeyFile": server.replace(".key", ".key_secret"),
+        "tlsInternalKeyFile": internal.replace(".key", ".key_secret"),
+    }
+    with pytest.raises(ConfigError, match="tlsServerCertPath and tlsServerKeyPath"):
+        load_config(ProxyConfig, None, curve, environ={})
+    pem = {"tlsServerCertPath": "/x/cert.pem", "tlsServerKeyPath": "/x/key.pem"}
+    config = load_config(ProxyConfig, None, {**curve, **pem}, environ={})
+    assert (config.tls_server_cert_path, config.tls_server_key_path) == (
+        "/x/cert.pem",
+        "/x/key.pem",
     )
+    # files that are not there, or not PEM: one line, exit 2, before READY
+    (tmp_path / "not.pem").write_text("not a certificate")
+    sets = [f"{k}={v}" for k, v in curve.items()] + ["namesrvAddr=127.0.0.1:1"]
+    missing = run_proxy(tmp_path, *sets, *[f"{k}={v}" for k, v in pem.items()])
+    assert missing.returncode == 2, missing.stderr
+    assert "cannot read the TLS certificate (tlsServerCertPath) /x/cert.pem" in missing.stderr
+    garbled = run_proxy(
+        tmp_path, *sets, f"tlsServerCertPath={tmp_path / 'not.pem'}", "tlsServerKeyPath=/x/k"
+    )
+    assert garbled.returncode == 2, garbled.stderr
+    assert "not.pem is not PEM" in garbled.stderr
+    assert "READY" not in missing.stdout + garbled.stdout
 
 
 def test_config_defaults_and_bounds() -> None:

@@ -50,9 +50,9 @@ def update_sub_group(
     consume_enable: Annotated[str | None, typer.Option("-s", "--consumeEnable")] = None,
     from_min: Annotated[str | None, typer.Option("-m", "--consumeFromMinEnable")] = None,
     broadcast: Annotated[str | None, typer.Option("-d", "--consumeBroadcastEnable")] = None,
+    orderly: Annotated[str | None, typer.Option("-o", "--consumeMessageOrderly")] = None,
     retry_queues: Annotated[int | None, typer.Option("-q", "--retryQueueNums")] = None,
     retry_max: Annotated[int | None, typer.Option("-r", "--retryMaxTimes")] = None,
-    orderly: Annotated[str | None, typer.Option("-o", "--consumeMessageOrderly")] = None,
     notify: Annotated[
         str | None,
         typer.Option("-a", "--notifyConsumerIdsChangedEnable", "--notifyConsumerIdsChanged"),
@@ -64,9 +64,9 @@ def update_sub_group(
         "consume_enable": _bool("consumeEnable", consume_enable),
         "consume_from_min_enable": _bool("consumeFromMinEnable", from_min),
         "consume_broadcast_enable": _bool("consumeBroadcastEnable", broadcast),
+        "consume_message_orderly": _bool("consumeMessageOrderly", orderly),
         "retry_queue_nums": retry_queues,
         "retry_max_times": retry_max,
-        "consume_message_orderly": _bool("consumeMessageOrderly", orderly),
         "notify_consumer_ids_changed_enable": _bool("notifyConsumerIdsChangedEnable", notify),
     }
     given = {k: v for k, v in changes.items() if v is not None}
@@ -89,13 +89,22 @@ def update_sub_group(
         return
     print_table(
         f"subscription group {group}",
-        ["broker", "consume", "broadcast", "from min", "retry queues", "retry max times"],
+        [
+            "broker",
+            "consume",
+            "broadcast",
+            "from min",
+            "orderly",
+            "retry queues",
+            "retry max times",
+        ],
         [
             (
                 a,
                 c.consume_enable,
                 c.consume_broadcast_enable,
                 c.consume_from_min_enable,
+                c.consume_message_orderly,
                 c.retry_queue_nums,
                 c.retry_max_times,
             )

@@ -45,10 +45,16 @@ def fetch_message_trace(console: str, msg_id: str) -> dict[str, Any]:
         fail(f"the console at {console} asks for a login: traces are read in its pages")
         raise typer.Exit(EXIT_FAILED)
     try:
-        found: dict[str, Any] = json.loads(body)
+        found = json.loads(body)
     except ValueError:
-        fail(f"the console at {console} did not answer with JSON (is it a Ferry console?)")
-        raise typer.Exit(EXIT_FAILED) from None
+        found = None
+    if not isinstance(found, dict) or not isinstance(found.get("spans"), list):
+        # something else listens there (8080 is a common port): say so, not "no trace"
+        fail(
+            f"{console} is not a Ferry console (its answer holds no spans); "
+            f"give --console or {CONSOLE_ENV}"
+        )
+        raise typer.Exit(EXIT_FAILED)
     return found
 
 
@@ -80,9 +86,11 @@ def query_msg_trace_by_id(
         print_json(found)
         return
     if not spans:
-        not_found(f"the console holds no trace of message {msg_id}. {found.get('note', '')}")
+        not_found(
+            f"the console at {console} holds no trace of message {msg_id}. {found.get('note', '')}"
+        )
     print_table(
-        f"trace of message {msg_id}",
+        f"trace of message {msg_id} (console {console})",
         ["trace id", "service", "span", "start (UTC)", "ms", "status"],
         [
             (

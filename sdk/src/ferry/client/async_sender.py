@@ -31,6 +31,7 @@ from ferry.client.message import PlainMessage, SendResult
 from ferry.client.outgoing import Outgoing, checked, each_result, send_request
 from ferry.client.publish import Publisher, Target
 from ferry.client.send_future import Outcome, SendFuture, settle
+from ferry.client.send_retry import RECONNECT_PAUSE_S, rides_out
 from ferry.client.transport import Result, expect
 from ferry.protocol.errors import FerryError, RequestTimeoutError
 from ferry.protocol.messages import SendMessageReply
@@ -295,8 +296,17 @@ class AsyncSender:
                 fail,
             )
             return
+        if rides_out(err, self._retry_times - attempt, deadline):
+            # as SendRetries: wait for the broker that is down, within the send's timeout
+            self._publisher.failed(out.topic)
+            self._later(
+                lambda: self.attempt(out, deadline, attempt, avoid, ok, fail, may_block=True),
+                fail,
+                delay_s=RECONNECT_PAUSE_S,
+            )
+            return
         fail(err)
 
-    def _later(self, fn: Callable[[], None], fail: OnError) -> None:
-        if not self._inst.ticker.later(0, fn):
+    def _later(self, fn: Callable[[], None], fail: OnError, delay_s: float = 0) -> None:
+        if not self._inst.ticker.later(delay_s, fn):
             fail(FerryError("producer shut down before the send was retried"))

@@ -239,8 +239,14 @@ class Producer(ProducerBase[ClientInstance], Lifecycle):
         inst, publisher = self._parts()
         retries = SendRetries(out.topic, self.retry_times, timeout_s)
         target: Target | None
-        for remaining in retries:
+        for budget in retries:
             target = None
+            remaining = budget
+            if retries.pause_s:  # waiting for a broker that is down to come back
+                time.sleep(min(retries.pause_s, budget))
+                remaining = retries.left()
+                if remaining <= 0:
+                    break
             try:
                 if chosen is None:
                     target = publisher.next_target(out.topic, retries.avoid)

@@ -15,7 +15,12 @@ from ferry.client.latency_fault import LatencyFaultTolerance
 from ferry.client.message import Message, MessageQueue
 from ferry.client.route import RouteTable, TopicRoute
 from ferry.client.selector import Selector, choose
-from ferry.protocol.errors import BrokerNotExistError, InvalidParameterError, TopicNotExistError
+from ferry.protocol.errors import (
+    BrokerNotExistError,
+    InvalidParameterError,
+    NoPermissionError,
+    TopicNotExistError,
+)
 from ferry.protocol.names import AUTO_CREATE_TOPIC_KEY
 
 # How long a TBW102-derived route is reused before the name server is asked again: the name
@@ -190,9 +195,17 @@ class Publisher:
 
 
 def _check_writable(topic: str, found: tuple[TopicRoute, str]) -> tuple[TopicRoute, str]:
-    if not found[0].write_queues:
-        raise TopicNotExistError(f"topic {topic!r} has no writable queue", retriable=True)
-    return found
+    route = found[0]
+    if route.write_queues:
+        return found
+    if route.read_queues and route.master_addrs:
+        # the topic is there and its brokers' masters are up: its write permission is
+        # wiped (wipeWritePerm, brokerPermission, the topic's perm), as RocketMQ says
+        raise NoPermissionError(
+            f"topic {topic!r} may not be written now: no queue of it has write permission "
+            "(wipeWritePerm, brokerPermission or the topic's perm; addWritePerm gives it back)"
+        )
+    raise TopicNotExistError(f"topic {topic!r} has no writable queue", retriable=True)
 
 
 def oneway_target(

@@ -9,9 +9,24 @@ import time
 from collections.abc import Iterator
 
 from ferry.client.publish import Publisher, Target
-from ferry.protocol.errors import FerryError, RequestTimeoutError
+from ferry.protocol.errors import ConnectionFailedError, FerryError, RequestTimeoutError
 
 log = logging.getLogger("ferry.client.producer")
+
+# once the attempts are used up on brokers that are down (a restart of remoting takes about
+# 0.6 s), a send tries again this often until its timeout: such a request never left, so
+# trying again cannot store it twice
+RECONNECT_PAUSE_S = 0.1
+
+
+def rides_out(err: FerryError, attempts_left: int, deadline: float) -> bool:
+    """Whether a send out of attempts waits for a broker that refused the connection and
+    tries again (the sync producer, ferry.client.aio and send_async alike)."""
+    return (
+        isinstance(err, ConnectionFailedError)
+        and attempts_left <= 0
+        and deadline - time.monotonic() > RECONNECT_PAUSE_S
+    )
 
 
 class SendRetries:
@@ -23,6 +38,7 @@ class SendRetries:
         self.deadline = time.monotonic() + timeout_s
         self.avoid: str | None = None  # the broker that failed last
         self.last_error: FerryError | None = None
+        self.pause_s = 0.0  # what the driver waits before the next attempt
         self._attempt = 0
 
     def __iter__(self) -> Iterator[float]:
@@ -43,7 +59,14 @@ class SendRetries:
         publisher.failed(self.topic)
         if target is not None:
             self.avoid = target.queue.broker_name
+        self.pause_s = 0.0
+        if rides_out(err, self.attempts - self._attempt, self.deadline):
+            self.attempts += 1
+            self.pause_s = RECONNECT_PAUSE_S
         return True
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
 
     def final_error(self) -> FerryError:
         return self.last_error or RequestTimeoutError(f"send to {self.topic} timed out")

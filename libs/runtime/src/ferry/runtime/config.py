@@ -96,6 +96,11 @@ class ProxyConfig(SecurityConfig, rename=_conf_name, kw_only=True):
     default_invisible_time_mills: int = 60_000
     renew_ahead_time_millis: int = 10_000
     renew_max_time_millis: int = 3 * 3600 * 1000
+    # tlsEnable: the gRPC port serves TLS with this PEM certificate (chain) and its PEM key
+    # (RocketMQ's tls.server.certPath / tls.server.keyPath); the CURVE keys (tlsServerKeyFile,
+    # tlsInternalKeyFile) are then what the proxy reaches the cluster with
+    tls_server_cert_path: str = ""
+    tls_server_key_path: str = ""
 
     def check(self) -> None:
         if not self.namesrv_addr.strip():
@@ -111,9 +116,10 @@ class ProxyConfig(SecurityConfig, rename=_conf_name, kw_only=True):
         if not 0 < self.max_message_size <= 64 * 1024 * 1024:
             raise ConfigError("maxMessageSize must be between 1 byte and 64 MiB")
         self.check_security()
-        if self.authentication_enabled or self.tls_enable:
+        if self.tls_enable and not (self.tls_server_cert_path and self.tls_server_key_path):
             raise ConfigError(
-                "the proxy does not serve authenticationEnabled or tlsEnable yet (issue 41)"
+                "tlsEnable=true on the proxy needs tlsServerCertPath and tlsServerKeyPath "
+                "(the PEM certificate and key its gRPC port serves TLS with)"
             )
 
     @property

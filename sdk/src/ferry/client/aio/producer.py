@@ -280,8 +280,12 @@ class Producer(ProducerBase[AsyncClientInstance]):
         """Sends with the sync producer's retry rules (SendRetries)."""
         _, publisher = self._parts()
         retries = SendRetries(out.topic, self.retry_times, timeout_s)
-        for remaining in retries:
+        for budget in retries:
             target: Target | None = None
+            remaining = budget
+            if retries.pause_s:  # waiting for a broker that is down to come back
+                await asyncio.sleep(min(retries.pause_s, budget))
+                remaining = max(retries.left(), 1e-3)
             try:
                 await self._route_ready(out.topic)
                 if chosen is None:

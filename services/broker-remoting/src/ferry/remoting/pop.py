@@ -17,10 +17,6 @@ popInitFreshMillis ago (30 minutes by default). A group made just after a topic'
 sends gets them; one made on a topic with an old history starts at its end. The first pop of
 a group on such a queue reads its first message once (a probe) to decide.
 
-An orderly pop (a FIFO group's, PopMessageRequest.order) skips a queue while messages the
-group popped from it are in flight, and stores no checkpoint: pop_orderly.py keeps its
-leases, and its acks and changes of invisible time are answered here.
-
 Acks and changes of invisible time are passed to the revive service, which holds what is in
 flight and checks the receipt handle. docs/architecture.md (pop consumption) has the design.
 """
@@ -31,6 +27,8 @@ import itertools
 import time
 from collections.abc import Callable
 from typing import Any
+
+import msgspec
 
 from ferry.protocol import record
 from ferry.protocol.codes import Perm, PullStatus
@@ -44,7 +42,6 @@ from ferry.protocol.errors import (
 )
 from ferry.protocol.messages import (
     POP_INIT_FRESH,
-    AckEntry,
     AckMessageRequest,
     AnyReply,
     BatchAckMessageReply,
@@ -66,7 +63,7 @@ from ferry.remoting.calls import Caller
 from ferry.remoting.consumer_offsets import ConsumerOffsetTable
 from ferry.remoting.expression import store_filter
 from ferry.remoting.group_topics import GroupTopics
-from ferry.remoting.pop_orderly import OrderlyLeases, is_orderly
+from ferry.remoting.pop_order import OrderLeases, is_order_handle
 from ferry.remoting.stats import BrokerStats
 from ferry.remoting.subscription_groups import SubscriptionGroupTable
 from ferry.remoting.topic_table import TopicTable
@@ -108,6 +105,7 @@ class PopProcessor:
         self._service = service
         self._stats = stats
         self.busy: set[tuple[str, str, int]] = set()  # (group, topic, queue) being popped
+        self.orders = OrderLeases(offsets)  # the queues FIFO groups hold
         self._waiting: list[Callable[[], None]] = []  # pops that found only busy queues
         # pops that found nothing, by topic, oldest first: a send to the topic wakes one of
         # each group (as RocketMQ's pop long polling), not every one to race for it
@@ -116,7 +114,6 @@ class PopProcessor:
         self.broker_perm: int = Perm.READ_WRITE
         self.property_filter = False  # enablePropertyFilter: SQL92 pops
         self.init_fresh_ms = 30 * 60 * 1000  # popInitFreshMillis
-        self.orderly = OrderlyLeases()
 
     def apply_config(self, config: BrokerConfig) -> None:
         """The keys read here that updateBrokerConfig may change live."""
@@ -210,8 +207,12 @@ class PopProcessor:
             limit = group.retry_max_times
         queues = [(req.topic, i, list(codes), sql) for i in range(topic.read_queue_nums)]
         # copies keep their tags; any of them is for this group (RocketMQ's filterSupportRetry
-        # is false by default: retries are not filtered)
-        queues.append((retry, 0, [], ""))
+        # is false by default: retries are not filtered). A FIFO group has no retry copies:
+        # its messages come again from their queue.
+        if group.consume_message_orderly and not req.order:
+            req = msgspec.structs.replace(req, order=True)  # the group decides, as RocketMQ 5's
+        if not req.order:
+            queues.append((retry, 0, [], ""))
         deadline = time.monotonic() + min(max(req.poll_ms, 0), MAX_POLL_MS) / 1000
         _PopScan(self, revive, req, call, queues, next(self._turn), deadline, limit).run()
 
@@ -269,9 +270,8 @@ class _PopScan:
             self.skipped.add(key)
             self.run()
             return
-        orderly = self.req.order and qtopic == self.req.topic
-        if orderly and self.o.orderly.blocked(key, now_ms()):
-            self.run()  # its group's messages from it are in flight: the next queue
+        if self.req.order and self.o.orders.held(key):
+            self.run()  # a batch of it is in flight to the group
             return
         offset = self.o._offsets.get(group, qtopic, qid)
         first = offset is None
@@ -299,7 +299,7 @@ class _PopScan:
                 self.o.release(key)
                 self.run()
                 return
-            if orderly:
+            if self.req.order:
                 self._lease(key, body, bytes(frames[0]))
             else:
                 self._checkpoint(key, body, bytes(frames[0]))
@@ -347,30 +347,6 @@ class _PopScan:
         first = next(record.iter_records(bytes(frames[0])), None)
         return first is not None and now_ms() - first.store_timestamp < self.o.init_fresh_ms
 
-    def _lease(self, key: tuple[str, str, int], body: StoreGetReply, frame: bytes) -> None:
-        """An orderly pop's batch: leased (no checkpoint), the group's offset left where it
-        is until the batch is acked."""
-        group, qtopic, _ = key
-        recs = [r for r in record.iter_records(frame) if r.topic == qtopic]
-        try:
-            handles, before = self.o.orderly.lease(
-                key,
-                [r.queue_offset for r in recs],
-                body.next_begin_offset,
-                now_ms(),
-                self.req.invisible_ms,
-            )
-        except FerryError as err:
-            self.o.release(key)
-            self.call.fail(err)
-            return
-        self.o.release(key)
-        self.o._stats.count_get(group, qtopic, len(recs), len(frame))
-        reply = PopMessageReply(
-            status=PullStatus.FOUND, count=len(recs), handles=handles, reconsume_times=before
-        )
-        self.call.reply(reply, [frame])
-
     def _checkpoint(self, key: tuple[str, str, int], body: StoreGetReply, frame: bytes) -> None:
         group, qtopic, qid = key
         recs = [r for r in record.iter_records(frame) if r.topic == qtopic]
@@ -401,6 +377,22 @@ class _PopScan:
 
         self.revive.request(PopCheckpointRequest(checkpoint=ck), on_ck, timeout_s=STORE_TIMEOUT_S)
 
+    def _lease(self, key: tuple[str, str, int], body: StoreGetReply, frame: bytes) -> None:
+        """A FIFO group's batch: leased in memory, the offset left before it (pop_order)."""
+        group, qtopic, _ = key
+        handles, frame = self.o.orders.lease(
+            key, frame, body.next_begin_offset, self.req.invisible_ms
+        )
+        self.o.release(key)
+        if not handles:  # the frame held only other topics' records
+            self.o._offsets.commit(*key, body.next_begin_offset)
+            self.run()
+            return
+        self.o._stats.count_get(group, qtopic, len(handles), len(frame))
+        self.call.reply(
+            PopMessageReply(status=PullStatus.FOUND, count=len(handles), handles=handles), [frame]
+        )
+
     def _fail(self, body: AnyReply) -> None:
         if isinstance(body, ErrorReply):
             self.call.reply(body)
@@ -416,44 +408,43 @@ class PopSettleProcessor:
 
     def ack(self, req: AckMessageRequest, call: Caller) -> None:
         check_group(req.consumer_group)
-        if is_orderly(req.receipt_handle):
-            self._orderly_ack(req.consumer_group, req.topic, req.receipt_handle)
+        if is_order_handle(req.receipt_handle):
+            self._order_ack(req.consumer_group, req.receipt_handle)
             call.reply(OkReply())
             return
         self._forward(req, call)
 
     def batch_ack(self, req: BatchAckMessageRequest, call: Caller) -> None:
-        """Orderly pops' entries answered here, the others by the revive service."""
         check_group(req.consumer_group)
-        local: dict[int, tuple[int, str]] = {}
-        for i, e in enumerate(req.entries):
-            if is_orderly(e.receipt_handle):
-                try:
-                    self._orderly_ack(req.consumer_group, e.topic, e.receipt_handle)
-                    local[i] = (0, "")
-                except FerryError as err:
-                    local[i] = (err.code, str(err))
-        if not local:
+        ordered = [i for i, e in enumerate(req.entries) if is_order_handle(e.receipt_handle)]
+        if not ordered:
             self._forward(req, call)
             return
-        rest: list[AckEntry] = [e for i, e in enumerate(req.entries) if i not in local]
-        n = len(req.entries)
-
-        def merged(theirs: BatchAckMessageReply | None) -> BatchAckMessageReply:
-            others = iter(zip(theirs.codes, theirs.messages, strict=True)) if theirs else iter(())
-            pairs = [local[i] if i in local else next(others) for i in range(n)]
-            return BatchAckMessageReply(codes=[c for c, _ in pairs], messages=[m for _, m in pairs])
-
+        outcomes: dict[int, tuple[int, str]] = {}
+        for i in ordered:
+            try:
+                self._order_ack(req.consumer_group, req.entries[i].receipt_handle)
+                outcomes[i] = (0, "")
+            except FerryError as err:
+                outcomes[i] = (int(err.code), err.message)
+        rest = [e for i, e in enumerate(req.entries) if i not in outcomes]
         if not rest:
-            call.reply(merged(None))
+            call.reply(_batch_reply(outcomes, len(req.entries)))
             return
 
         def on_reply(body: AnyReply, _frames: list[Any]) -> None:
-            ok = isinstance(body, BatchAckMessageReply) and len(body.codes) == len(rest)
-            call.reply(merged(body) if ok else body)  # type: ignore[arg-type]
+            if not isinstance(body, BatchAckMessageReply):
+                call.reply(body)
+                return
+            others = iter(zip(body.codes, body.messages, strict=True))
+            for i in range(len(req.entries)):
+                if i not in outcomes:
+                    outcomes[i] = next(others)
+            call.reply(_batch_reply(outcomes, len(req.entries)))
 
-        sub = BatchAckMessageRequest(consumer_group=req.consumer_group, entries=rest)
-        self._owner._revive_peer().request(sub, on_reply, timeout_s=STORE_TIMEOUT_S)
+        self._forward_to(
+            BatchAckMessageRequest(consumer_group=req.consumer_group, entries=rest), on_reply, call
+        )
 
     def change(self, req: ChangeInvisibleTimeRequest, call: Caller) -> None:
         check_group(req.consumer_group)
@@ -461,31 +452,43 @@ class PopSettleProcessor:
             raise InvalidParameterError(
                 f"invisible_ms must be within {MIN_INVISIBLE_MS}..{MAX_INVISIBLE_MS}"
             )
-        if is_orderly(req.receipt_handle):
-            handle = self._owner.orderly.change(
-                req.receipt_handle, req.consumer_group, req.topic, now_ms(), req.invisible_ms
-            )
+        if is_order_handle(req.receipt_handle):
+            orders = self._owner.orders
+            handle = orders.change(req.consumer_group, req.receipt_handle, req.invisible_ms)
             call.reply(ChangeInvisibleTimeReply(receipt_handle=handle))
             return
         self._forward(req, call)
 
-    def _orderly_ack(self, group: str, topic: str, handle: str) -> None:
-        owner = self._owner
-        (g, t, qid), commit = owner.orderly.ack(handle, group, topic, now_ms())
-        if commit is not None:
-            owner._offsets.commit(g, t, qid, commit)
+    def _order_ack(self, group: str, handle: str) -> None:
+        ended = self._owner.orders.ack(group, handle)
+        if ended is not None:  # the queue's next batch may go now
+            self._owner.messages_arrived(ended[1])
 
     def _forward(
         self,
         req: AckMessageRequest | BatchAckMessageRequest | ChangeInvisibleTimeRequest,
         call: Caller,
     ) -> None:
-        revive = self._owner._revive_peer()
-
         def on_reply(body: AnyReply, _frames: list[Any]) -> None:
             call.reply(body)
 
+        self._forward_to(req, on_reply, call)
+
+    def _forward_to(
+        self,
+        req: AckMessageRequest | BatchAckMessageRequest | ChangeInvisibleTimeRequest,
+        on_reply: Callable[[AnyReply, list[Any]], None],
+        call: Caller,
+    ) -> None:
+        revive = self._owner._revive_peer()
         try:
             revive.request(req, on_reply, timeout_s=STORE_TIMEOUT_S)
         except FerryError as err:
             call.fail(err)
+
+
+def _batch_reply(outcomes: dict[int, tuple[int, str]], count: int) -> BatchAckMessageReply:
+    return BatchAckMessageReply(
+        codes=[outcomes[i][0] for i in range(count)],
+        messages=[outcomes[i][1] for i in range(count)],
+    )

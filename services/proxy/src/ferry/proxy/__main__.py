@@ -1,5 +1,8 @@
 """`ferry-proxy` / `python -m ferry.proxy` (`ferry serve proxy`, mqproxy): -c proxy.conf,
---set key=value (namesrvAddr, listenHost, proxyListenPort, maxMessageSize)."""
+--set key=value (namesrvAddr, listenHost, proxyListenPort, maxMessageSize, and the cluster's
+security keys: authenticationEnabled, authorizationEnabled,
+innerClientAuthenticationCredentials, tlsEnable with tlsServerKeyFile, tlsInternalKeyFile,
+tlsServerCertPath and tlsServerKeyPath)."""
 
 from __future__ import annotations
 

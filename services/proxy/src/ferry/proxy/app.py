@@ -7,6 +7,11 @@ joins the sends of concurrent calls into one request per broker. The proxy keeps
 its own: routes come from the name servers, messages go to the brokers, and a receipt handle
 carries what an ack needs (the consumers' subscriptions, learnt from their Telemetry streams,
 are kept only to register them with the brokers while the streams are open).
+
+With the cluster's security keys it is one of the cluster's services: it signs its requests
+with the inner credentials and reaches the brokers over CURVE; authenticationEnabled checks
+every gRPC call first (ferry.proxy.auth, users from ferry.proxy.users), and tlsEnable serves
+the gRPC port over TLS (ferry.proxy.tls).
 """
 
 from __future__ import annotations
@@ -21,9 +26,13 @@ import grpc
 from ferry.client.aio import Producer
 from ferry.proxy.consuming import Popper
 from ferry.proxy.convert import ServerSettings
+from ferry.proxy.interceptor import call_checks
 from ferry.proxy.renew import Renewer, RenewPolicy
 from ferry.proxy.routes import RouteLookup
 from ferry.proxy.service import MessagingService
+from ferry.proxy.tls import server_credentials
+from ferry.proxy.transactions import HalfProducer, Transactions
+from ferry.proxy.users import UserPuller
 from ferry.runtime.config import DEFAULT_DELAY_LEVELS, ProxyConfig, parse_delay_levels
 from ferry.runtime.endpoints import announce_ready
 
@@ -55,14 +64,39 @@ class ProxyApp:
 
     async def _serve(self) -> None:
         config = self.config
+        # the cluster's own identity and CURVE key: what the proxy's requests to it carry
+        inner = config.inner_credentials() if config.authentication_enabled else None
+        key = config.tls_server_key_file if config.tls_enable else None
         producer = Producer(
-            PRODUCER_GROUP, config.namesrv_addr, max_message_size=config.max_message_size
+            PRODUCER_GROUP,
+            config.namesrv_addr,
+            max_message_size=config.max_message_size,
+            credentials=inner,
+            tls_server_key=key,
         )
-        routes = RouteLookup(config.namesrv_addr)
-        popper = Popper(config.namesrv_addr)
-        server = grpc.aio.server()
+        halves = HalfProducer(
+            config.namesrv_addr,
+            max_message_size=config.max_message_size,
+            credentials=inner,
+            tls_server_key=key,
+        )
+        transactions = Transactions(halves)
+        routes = RouteLookup(config.namesrv_addr, inner, key)
+        popper = Popper(config.namesrv_addr, credentials=inner, tls_server_key=key)
+        users: UserPuller | None = None
+        interceptors: list[grpc.aio.ServerInterceptor] = []
+        if inner is not None:  # authenticationEnabled: every call checked (ferry.proxy.auth)
+            users = UserPuller(config.namesrv_addr, inner, key)
+            checks = call_checks(SERVICE_NAME, inner, config.authorization_enabled, users.mirror)
+            interceptors.append(checks)
+        server = grpc.aio.server(interceptors=interceptors)
+        address = f"{config.listen_host}:{config.proxy_listen_port}"
         try:
-            port = server.add_insecure_port(f"{config.listen_host}:{config.proxy_listen_port}")
+            if config.tls_enable:
+                tls = server_credentials(config.tls_server_cert_path, config.tls_server_key_path)
+                port = server.add_secure_port(address, tls)
+            else:
+                port = server.add_insecure_port(address)
         except RuntimeError as err:  # grpc's "Failed to bind"
             raise ListenError(str(err)) from None
         if port == 0:  # older grpc's way to say the same
@@ -74,12 +108,18 @@ class ProxyApp:
             max_ms=config.renew_max_time_millis,
         )
         renewer = Renewer(popper, policy)
-        service = MessagingService(producer, popper, routes, self.settings, where, renewer)
+        service = MessagingService(
+            producer, popper, routes, self.settings, where, transactions, renewer
+        )
         server.add_generic_rpc_handlers((service.handler(),))
         await producer.start()
+        await halves.start()
+        transactions.start()
         routes.start()
         popper.start()
         renewer.start()
+        if users is not None:
+            await users.start()  # the first pull: users known at start are known at READY
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -96,8 +136,11 @@ class ProxyApp:
             await server.stop(STOP_GRACE_S)
             await renewer.close()
             await producer.shutdown()
+            await halves.shutdown()
             await routes.close()
             await popper.close()
+            if users is not None:
+                await users.close()
 
 
 async def _watch_parent(stop: asyncio.Event) -> None:

@@ -16,9 +16,9 @@ first sends gets them (pop's init_mode POP_INIT_FRESH; remoting/pop.py says what
 Retries: a push consumer's failure is a ChangeInvisibleDuration by the back-off of its
 Settings; the message comes back (reconsume times + 1) when that passes, and Ferry's revive
 service puts it in %DLQ%<group> once the group's retryMaxTimes are used up. A FIFO group's
-(consumeMessageOrderly) receives are orderly pops: nothing more from a queue while a message
-popped from it is in flight; its client retries a failure itself and then forwards it to the
-DLQ (forward_to_dlq).
+(consumeMessageOrderly) pops are orderly (the broker's pop_order.py: nothing more from a queue
+while a batch of it is in flight); its client retries a failure itself and then forwards it
+to the DLQ (forward_to_dlq).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from ferry.client.aio.instance import AsyncClientInstance
 from ferry.client.message import MessageExt
 from ferry.client.pop_codec import PopTarget
 from ferry.client.transport import expect
+from ferry.protocol.auth import Credentials
 from ferry.protocol.errors import BrokerNotExistError, FerryError
 from ferry.protocol.messages import (
     POP_INIT_FRESH,
@@ -45,7 +46,6 @@ from ferry.protocol.messages import (
     ConsumerSendMsgBackRequest,
     GetAllSubscriptionGroupRequest,
     OkReply,
-    PopMessageReply,
     SubscriptionGroupConfig,
     SubscriptionGroupListReply,
 )
@@ -56,7 +56,6 @@ from ferry.proxy.protocol import Code, Pb, Permission, definition, status
 from ferry.proxy.protocol import service as service_pb
 
 if TYPE_CHECKING:
-    from ferry.proxy.groups import GroupConfigs
     from ferry.proxy.renew import Renewer
 
 log = logging.getLogger("ferry.proxy.consuming")
@@ -75,13 +74,27 @@ class Popper:
     """Ferry's pop for every group the proxy serves: one client instance, started and closed
     on the proxy's loop."""
 
-    def __init__(self, namesrv: str, api_timeout_s: float = 3.0) -> None:
+    def __init__(
+        self,
+        namesrv: str,
+        api_timeout_s: float = 3.0,
+        *,
+        credentials: Credentials | None = None,
+        tls_server_key: str | None = None,
+    ) -> None:
         self._namesrv = namesrv
         self._inst: AsyncClientInstance | None = None
         self.api_timeout_s = api_timeout_s
+        self._credentials = credentials  # the cluster's inner identity, with authentication
+        self._key = tls_server_key
 
     def start(self) -> None:
-        self._inst = AsyncClientInstance(self._namesrv, role="consumer")
+        self._inst = AsyncClientInstance(
+            self._namesrv,
+            role="consumer",
+            credentials=self._credentials,
+            tls_server_key=self._key,
+        )
 
     async def close(self) -> None:
         inst, self._inst = self._inst, None
@@ -110,9 +123,8 @@ class Popper:
         invisible_ms: int,
         poll_s: float,
         timeout_s: float,
-        orderly: bool = False,
     ) -> list[MessageExt]:
-        """A pop; `orderly` for a FIFO group (its messages carry their deliveries so far)."""
+        """A pop (orderly for a FIFO group: its broker decides by the group's config)."""
         inst = self._started()
         req = pop_codec.pop_request(
             ask.group,
@@ -125,14 +137,9 @@ class Popper:
             max_reconsume_times=MAX_RECONSUME_TIMES,
             client_id=inst.client_id,
         )
-        req = msgspec.structs.replace(req, init_mode=POP_INIT_FRESH, order=orderly)
+        req = msgspec.structs.replace(req, init_mode=POP_INIT_FRESH)
         result = await inst.connection(target.addr).request(req, timeout_s=timeout_s)
-        reply = expect(result, PopMessageReply)
-        msgs = pop_codec.decode_pop_reply(reply, result[1], target.broker_name)
-        if len(reply.reconsume_times) == len(msgs):
-            for msg, times in zip(msgs, reply.reconsume_times, strict=True):
-                msg.reconsume_times = times
-        return msgs
+        return pop_codec.popped(result, target.broker_name)
 
     async def to_masters(self, body: AnyRequest, topics: Sequence[str]) -> None:
         """`body` to every master serving one of `topics` (a heartbeat, an unregister); a
@@ -229,18 +236,12 @@ def poll_window(ask: delivery.ReceiveAsk, remaining_s: float | None) -> tuple[fl
 
 
 async def receive(
-    popper: Popper,
-    renewer: Renewer,
-    groups: GroupConfigs,
-    request: Pb,
-    context: Any,
-    client_id: str,
+    popper: Popper, renewer: Renewer, request: Pb, context: Any, client_id: str
 ) -> AsyncIterator[Pb]:
     """The stream the client reads: its Status (OK, or MESSAGE_NOT_FOUND when nothing came),
     then the messages, then the delivery time. With auto_renew (a push consumer's), the
-    messages are renewed until settled. A FIFO group's pop is orderly."""
+    messages are renewed until settled."""
     ask = delivery.receive_ask(request)
-    orderly = (await groups.get(ask.group, [ask.topic])).consume_message_orderly
     renewer.heard(client_id)
     invisible = ask.invisible_ms or renewer.policy.invisible_ms
     poll_s, timeout_s = poll_window(ask, context.time_remaining())
@@ -252,7 +253,7 @@ async def receive(
         left = end - loop.time()
         if left <= 0:
             break
-        msgs = await popper.pop(target, ask, invisible, await_s, left, orderly)
+        msgs = await popper.pop(target, ask, invisible, await_s, left)
         if msgs:
             break
     if not msgs:

@@ -50,6 +50,7 @@ class SendEntry:
     message: str
     message_id: str
     offset: int = 0
+    transaction_id: str = ""  # a half message's: what the client ends the transaction with
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ def send_response(entries: Sequence[SendEntry]) -> Pb:
             status=status(entry.code, entry.message),
             message_id=entry.message_id,
             offset=entry.offset,
+            transaction_id=entry.transaction_id,
         )
     if all(entry.code is Code.OK for entry in entries):
         reply.status.CopyFrom(status(Code.OK, OK_STATUS_TEXT))

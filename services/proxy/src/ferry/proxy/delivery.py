@@ -10,11 +10,12 @@ from ferry.client.message_selector import Expression, MessageSelector
 from ferry.client.pop_codec import PROPERTY_RECEIPT_HANDLE
 from ferry.protocol.errors import FerryError
 from ferry.protocol.names import check_group, check_topic
-from ferry.protocol.record import PROPERTY_UNIQ_KEY, SYSTEM_PROPERTIES
+from ferry.protocol.record import PROPERTY_TIMER_DELIVER_MS, PROPERTY_TRAN_MSG, PROPERTY_UNIQ_KEY
 from ferry.proxy import receipts
 from ferry.proxy.convert import body_digest, topic_name
 from ferry.proxy.errors import ProxyError
 from ferry.proxy.protocol import Code, DigestType, Encoding, MessageType, Pb, definition
+from ferry.proxy.system_keys import NOT_USER
 
 FILTER_TAG = 1
 FILTER_SQL = 2
@@ -106,7 +107,7 @@ def receive_ask(request: Pb) -> ReceiveAsk:
 
 
 TRACEPARENT = "traceparent"
-_NOT_USER = frozenset((PROPERTY_RECEIPT_HANDLE, TRACEPARENT, "tracestate"))
+PROPERTY_SHARDING_KEY = "__SHARDINGKEY"  # a FIFO message's group (sending.py writes it)
 
 
 def outbound(msg: MessageExt, topic: Pb, invisible: int) -> Pb:
@@ -116,7 +117,7 @@ def outbound(msg: MessageExt, topic: Pb, invisible: int) -> Pb:
     out = definition.Message(body=msg.body)
     out.topic.CopyFrom(topic)
     for name, value in msg.properties.items():
-        if name not in SYSTEM_PROPERTIES and name not in _NOT_USER:
+        if name not in NOT_USER:
             out.user_properties[name] = value
     sp = out.system_properties
     # the W3C context Ferry's producers put in the properties is RocketMQ 5's trace_context
@@ -129,7 +130,7 @@ def outbound(msg: MessageExt, topic: Pb, invisible: int) -> Pb:
     sp.body_digest.type = int(DigestType.CRC32)
     sp.body_digest.checksum = body_digest(msg.body)
     sp.body_encoding = int(Encoding.IDENTITY)
-    sp.message_type = int(MessageType.NORMAL)
+    _set_type(sp, msg.properties)
     sp.born_timestamp.FromMilliseconds(msg.born_timestamp)
     sp.born_host = msg.born_host
     sp.store_timestamp.FromMilliseconds(msg.store_timestamp)
@@ -142,3 +143,19 @@ def outbound(msg: MessageExt, topic: Pb, invisible: int) -> Pb:
     sp.invisible_duration.FromMilliseconds(invisible)
     sp.delivery_attempt = msg.reconsume_times + 1
     return out
+
+
+def _set_type(sp: Pb, props: dict[str, str]) -> None:
+    """The type the message was sent as, from what its record keeps of it."""
+    group = props.get(PROPERTY_SHARDING_KEY)
+    deliver_at = props.get(PROPERTY_TIMER_DELIVER_MS, "")
+    if group:
+        sp.message_type = int(MessageType.FIFO)
+        sp.message_group = group
+    elif deliver_at.isdigit():
+        sp.message_type = int(MessageType.DELAY)
+        sp.delivery_timestamp.FromMilliseconds(int(deliver_at))
+    elif props.get(PROPERTY_TRAN_MSG) == "true":
+        sp.message_type = int(MessageType.TRANSACTION)
+    else:
+        sp.message_type = int(MessageType.NORMAL)

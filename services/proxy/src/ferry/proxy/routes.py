@@ -9,6 +9,7 @@ from __future__ import annotations
 from ferry.client.aio.instance import AsyncRoutes
 from ferry.client.aio.transport import AsyncPool
 from ferry.client.route import TopicRoute, parse_namesrv
+from ferry.protocol.auth import Credentials
 from ferry.proxy.convert import RouteQueue
 from ferry.proxy.protocol import Permission
 
@@ -36,13 +37,20 @@ def route_queues(route: TopicRoute, accepted: tuple[int, ...]) -> list[RouteQueu
 class RouteLookup:
     """Asks the name servers for topics' routes; started and closed on the proxy's loop."""
 
-    def __init__(self, namesrv: str) -> None:
+    def __init__(
+        self,
+        namesrv: str,
+        credentials: Credentials | None = None,
+        tls_server_key: str | None = None,
+    ) -> None:
         self._addrs = parse_namesrv(namesrv)
+        self._credentials = credentials
+        self._key = tls_server_key
         self._pool: AsyncPool | None = None
         self._routes: AsyncRoutes | None = None
 
     def start(self) -> None:
-        self._pool = AsyncPool()
+        self._pool = AsyncPool(credentials=self._credentials, tls_server_key=self._key)
         self._routes = AsyncRoutes(self._addrs, self._pool, ROUTE_TIMEOUT_S)
 
     async def route(self, topic: str) -> TopicRoute:

@@ -15,7 +15,7 @@ import grpc
 
 from ferry.protocol.errors import FerryError
 from ferry.protocol.names import check_topic
-from ferry.proxy import consuming, convert, delivery
+from ferry.proxy import consuming, convert, delivery, transactions
 from ferry.proxy.consuming import Popper
 from ferry.proxy.errors import ProxyError, status_of
 from ferry.proxy.groups import GroupConfigs
@@ -24,6 +24,7 @@ from ferry.proxy.registry import CONSUMER_TYPES, ConsumerRegistry, consumer_sett
 from ferry.proxy.renew import Renewer
 from ferry.proxy.routes import RouteLookup, route_queues
 from ferry.proxy.sending import SERVED_TYPES, Sender, send_all
+from ferry.proxy.transactions import Transactions
 
 log = logging.getLogger("ferry.proxy.service")
 
@@ -44,9 +45,11 @@ class MessagingService:
         routes: RouteLookup,
         settings: convert.ServerSettings,
         where: tuple[str, int],
+        transactions: Transactions,
         renewer: Renewer,
     ) -> None:
         self._producer = producer
+        self._transactions = transactions
         self._popper = popper
         self._renewer = renewer
         self._groups = GroupConfigs(popper)
@@ -83,17 +86,21 @@ class MessagingService:
             await self._consumers.heartbeat(client_id, group, _peer_host(context))
         return METHODS["Heartbeat"].reply(Code.OK, convert.OK_STATUS_TEXT)
 
-    async def send_message(self, request: Pb, _context: Any) -> Pb:
+    async def send_message(self, request: Pb, context: Any) -> Pb:
         messages = [convert.inbound(m) for m in request.messages]
         if not messages:
             raise ProxyError(Code.BAD_REQUEST, "SendMessage carries no message")
-        entries = await send_all(self._producer, messages, self._settings.max_body_size)
+        halves = self._transactions.sender(_metadata(context).get(CLIENT_ID, ""))
+        entries = await send_all(self._producer, messages, self._settings.max_body_size, halves)
         return convert.send_response(entries)
+
+    async def end_transaction(self, request: Pb, _context: Any) -> Pb:
+        return await self._transactions.end(request)
 
     async def receive_message(self, request: Pb, context: Any) -> AsyncIterator[Pb]:
         client_id = _client_id(context)
         async for reply in consuming.receive(
-            self._popper, self._renewer, self._groups, request, context, client_id
+            self._popper, self._renewer, request, context, client_id
         ):
             yield reply
 
@@ -118,18 +125,24 @@ class MessagingService:
         return METHODS["NotifyClientTermination"].reply(Code.OK, convert.OK_STATUS_TEXT)
 
     async def telemetry(self, commands: AsyncIterator[Pb], context: Any) -> AsyncIterator[Pb]:
-        """The client's Settings answered with the server's; other commands (a thread dump,
-        a verify result the proxy never asked for) are logged and dropped."""
+        """The client's Settings answered with the server's; the broker's transaction checks
+        pushed down it (transactions.py); other commands (a thread dump, a verify result the
+        proxy never asked for) are logged and dropped."""
         client_id = _client_id(context)
+        pushed = self._transactions.stream_opened(client_id)
         try:
-            async for command in commands:
+            async for command, from_client in transactions.interleave(commands, pushed):
                 kind = command.WhichOneof("command")
-                if kind == "settings":
+                if not from_client:
+                    yield command
+                elif kind == "settings":
                     self._consumers.settings_seen(client_id, command.settings)
+                    self._transactions.settings_seen(client_id, command.settings)
                     yield await self._settings_reply(command.settings)
                 else:
                     log.debug("telemetry from %s: %s ignored", client_id, kind)
         finally:
+            self._transactions.stream_closed(client_id, pushed)
             self._consumers.stream_closed(client_id)
             self._renewer.drop_client(client_id)
 
@@ -157,6 +170,7 @@ class MessagingService:
             "ChangeInvisibleDuration": self.change_invisible_duration,
             "QueryAssignment": self.query_assignment,
             "ForwardMessageToDeadLetterQueue": self.forward_message_to_dead_letter_queue,
+            "EndTransaction": self.end_transaction,
         }
         streams: dict[str, Streaming] = {"Telemetry": self.telemetry}
         server_streams: dict[str, ServerStreaming] = {"ReceiveMessage": self.receive_message}
@@ -186,9 +200,12 @@ class MessagingService:
 METHODS = methods()
 
 
+def _metadata(context: Any) -> dict[str, Any]:
+    return {str(k): v for k, v in (context.invocation_metadata() or ())}
+
+
 def _client_id(context: Any) -> str:
-    metadata = {str(k): v for k, v in (context.invocation_metadata() or ())}
-    client_id = metadata.get(CLIENT_ID)
+    client_id = _metadata(context).get(CLIENT_ID)
     if not client_id:
         raise ProxyError(Code.CLIENT_ID_REQUIRED, f"the call has no {CLIENT_ID} metadata")
     return str(client_id)

@@ -21,9 +21,9 @@ class SubscriptionGroupConfig(msgspec.Struct, frozen=True, kw_only=True):
     consume_from_min_enable: bool = True
     retry_queue_nums: int = 1
     retry_max_times: int = 16  # failed deliveries before %DLQ%group
-    # a FIFO group (RocketMQ 5's gRPC consumers): the proxy pops it orderly, fifo in Settings
-    consume_message_orderly: bool = False
     notify_consumer_ids_changed_enable: bool = True
+    # a FIFO group (RocketMQ 5's consumeMessageOrderly): its pops are orderly (pop_order.py)
+    consume_message_orderly: bool = False
 
 
 class UpdateSubscriptionGroupRequest(Request, frozen=True, tag="update_subscription_group"):

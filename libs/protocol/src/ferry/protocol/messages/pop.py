@@ -39,8 +39,7 @@ class PopMessageRequest(Request, frozen=True, tag="pop"):
     client_id: str = ""
     expression_type: str = ""  # "" or TAG: tags; SQL92: a filter (enablePropertyFilter)
     init_mode: str = POP_INIT_BY_FLAG  # POP_INIT_BY_FLAG or POP_INIT_FRESH
-    # orderly (a FIFO group's): nothing more from a queue while some popped from it is in
-    # flight; no checkpoint, no retry copy (remoting/pop_orderly.py)
+    # a FIFO group's pop: one batch of a queue in flight at a time, in order (pop_order.py)
     order: bool = False
 
 
@@ -51,9 +50,6 @@ class PopMessageReply(Reply, frozen=True, tag="pop_reply"):
     status: int  # PullStatus: FOUND or NO_NEW_MSG
     count: int = 0
     handles: list[str] = []
-    # an orderly pop's: the i-th record's deliveries before this one (a record's own
-    # reconsume times are those of its copy, 0 for a message never copied to %RETRY%)
-    reconsume_times: list[int] = []
 
 
 class AckMessageRequest(Request, frozen=True, tag="pop_ack"):

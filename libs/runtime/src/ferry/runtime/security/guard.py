@@ -24,7 +24,7 @@ from ferry.protocol.errors import (
 from ferry.protocol.framing import RequestEnvelope
 from ferry.runtime.acl import Action, Resource
 from ferry.runtime.acl.model import GROUP_TOPIC_PREFIXES
-from ferry.runtime.security.permissions import INTERNAL, SUPER, Need, needs
+from ferry.runtime.security.permissions import INTERNAL, SUPER, Need, Needs, needs
 from ferry.runtime.throttled_log import ThrottledLog
 
 log = logging.getLogger("ferry.security")
@@ -140,6 +140,13 @@ class Guard:
                 f"{name} is sent only by the cluster's own services, not by user {access_key!r}",
                 retriable=False,
             )
+        return self.permit_needs(access_key, user, name, need, source_ip)
+
+    def permit_needs(
+        self, access_key: str, user: Any, name: str, need: Needs, source_ip: str
+    ) -> FerryError | None:
+        """Whether `user` may do what request `name` needs (SUPER or resource permissions):
+        the check of permit(), for a door whose requests are not Ferry's (the gRPC proxy)."""
         if getattr(user, "user_type", "") == SUPER_TYPE or not self.authorization:
             return None
         if need == SUPER:

@@ -68,9 +68,9 @@ _GROUP_FIELDS = {
     "consumeEnable": ("consume_enable", bool),
     "consumeFromMinEnable": ("consume_from_min_enable", bool),
     "consumeBroadcastEnable": ("consume_broadcast_enable", bool),
+    "consumeMessageOrderly": ("consume_message_orderly", bool),
     "retryQueueNums": ("retry_queue_nums", int),
     "retryMaxTimes": ("retry_max_times", int),
-    "consumeMessageOrderly": ("consume_message_orderly", bool),
     "notifyConsumerIdsChangedEnable": ("notify_consumer_ids_changed_enable", bool),
 }
 
