@@ -62,6 +62,7 @@ class DevUp:
     def __init__(self, data_dir: Path) -> None:
         argv = [FERRY, "dev", "up", "--data-dir", str(data_dir)]
         argv += ["--namesrv-port", "0", "--broker-port", "0", "--console-port", "0"]
+        argv += ["--proxy-port", "0"]
         self.proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )

@@ -129,7 +129,7 @@ def test_dev_up_output_has_one_ready_line_and_whole_prefixed_service_lines(
     ready = [ln for ln in lines if "READY" in ln]
     assert len(ready) == 1, ready
     services = ("namesrv", "console", "broker-store", "index", "scheduler", "checkback")
-    services = (*services, "ha-replicator")
+    services = (*services, "ha-replicator", "proxy")
     prefixes = tuple(f"[{name}] " for name in (*services, "broker-remoting"))
     own = ("READY namesrv=", "ferry dev: stopped")
     strays = [ln for ln in lines if not ln.startswith(prefixes + own)]
@@ -149,11 +149,12 @@ print(got.status.code)
 """
 
 
-def test_dev_up_with_proxy_port_starts_the_grpc_proxy_on_its_name_server(tmp_path: Path) -> None:
+def test_dev_up_starts_the_grpc_proxy_on_its_name_server(tmp_path: Path) -> None:
+    """By default (DevUp gives --proxy-port 0, as it gives every port)."""
     from ferry.runtime.testing.client_venvs import rocketmq_grpc_python
 
     python = rocketmq_grpc_python()
-    dev = DevUp(tmp_path / "data", "--proxy-port", "0")
+    dev = DevUp(tmp_path / "data")
     try:
         proxy = dev.fields["proxy"]
         assert proxy.rsplit(":", 1)[1].isdigit(), dev.fields

@@ -55,6 +55,7 @@ _PINS: dict[str, tuple[tuple[str, str, bool], ...]] = {
         ("addr", "--set listenPort", True),
         ("metrics", "--set metricsPromExporterPort", True),
     ),
+    "proxy": (("grpc", "--set proxyListenPort", True),),
     # broker-agent: no port (the tree's channel is the supervisor's, passed in its env)
 }
 
