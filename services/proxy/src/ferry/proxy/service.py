@@ -108,14 +108,21 @@ class MessagingService:
         """The client's Settings answered with the server's; other commands (a thread dump,
         a verify result the proxy never asked for) are logged and dropped."""
         client_id = _client_id(context)
+        settled = refused = False  # the client's Settings seen; a command before them refused
         try:
             async for command in commands:
                 kind = command.WhichOneof("command")
                 if kind == "settings":
+                    settled = True
                     self._consumers.settings_seen(client_id, command.settings)
                     yield convert.settings_command(command.settings, self._settings)
+                elif not settled:
+                    refused = True
+                    yield _no_settings(f"{kind or 'an empty command'} before the client's Settings")
                 else:
                     log.debug("telemetry from %s: %s ignored", client_id, kind)
+            if not settled and not refused:
+                yield _no_settings("the stream ended without the client's Settings")
         finally:
             self._consumers.stream_closed(client_id)
 
@@ -137,7 +144,7 @@ class MessagingService:
         handlers = {}
         for name, method in METHODS.items():
             serdes = {
-                "request_deserializer": method.request.FromString,
+                "request_deserializer": _parser(method),
                 "response_serializer": method.response.SerializeToString,
             }
             if name in served:
@@ -158,6 +165,10 @@ class MessagingService:
 
 
 METHODS = methods()
+
+
+def _no_settings(text: str) -> Pb:
+    return METHODS["Telemetry"].reply(Code.BAD_REQUEST, f"{text}: send Settings first")
 
 
 def _client_id(context: Any) -> str:
@@ -185,9 +196,38 @@ def _failure(method: Method, err: Exception) -> tuple[Code, str]:
     return Code.INTERNAL_ERROR, f"{method.name} failed in the proxy: {type(err).__name__}"
 
 
+class Malformed:
+    """A request body that is not its protobuf message: answered BAD_REQUEST by the guards
+    (grpc's own answer to a deserializer's failure is an untyped UNKNOWN)."""
+
+    def __init__(self, method: Method, err: Exception) -> None:
+        self.error = ProxyError(
+            Code.BAD_REQUEST, f"the body is not a valid {method.request.__name__}: {err}"
+        )
+
+
+def _parser(method: Method) -> Callable[[bytes], Pb]:
+    def parse(data: bytes) -> Pb:
+        try:
+            return method.request.FromString(data)
+        except Exception as err:  # noqa: BLE001 - DecodeError, or a recursion limit
+            return Malformed(method, err)
+
+    return parse
+
+
+async def _well_formed(requests: AsyncIterator[Pb]) -> AsyncIterator[Pb]:
+    async for request in requests:
+        if isinstance(request, Malformed):
+            raise request.error
+        yield request
+
+
 def _guarded(method: Method, fn: Unary) -> Unary:
     async def call(request: Pb, context: Any) -> Pb:
         try:
+            if isinstance(request, Malformed):
+                raise request.error
             return await fn(request, context)
         except Exception as err:  # noqa: BLE001 - answered with its Status, logged if unknown
             return method.reply(*_failure(method, err))
@@ -198,7 +238,7 @@ def _guarded(method: Method, fn: Unary) -> Unary:
 def _guarded_stream(method: Method, fn: Streaming) -> Streaming:
     async def call(requests: AsyncIterator[Pb], context: Any) -> AsyncIterator[Pb]:
         try:
-            async for reply in fn(requests, context):
+            async for reply in fn(_well_formed(requests), context):
                 yield reply
         except Exception as err:  # noqa: BLE001 - answered with its Status, logged if unknown
             yield method.reply(*_failure(method, err))
@@ -213,6 +253,8 @@ def _guarded_server_stream(method: Method, fn: ServerStreaming) -> ServerStreami
     async def call(request: Pb, context: Any) -> AsyncIterator[Pb]:
         sent = False
         try:
+            if isinstance(request, Malformed):
+                raise request.error
             async for reply in fn(request, context):
                 sent = True
                 yield reply
