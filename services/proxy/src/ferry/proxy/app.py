@@ -19,6 +19,7 @@ import signal
 import grpc
 
 from ferry.client.aio import Producer
+from ferry.proxy import observe
 from ferry.proxy.consuming import Popper
 from ferry.proxy.convert import ServerSettings
 from ferry.proxy.routes import RouteLookup
@@ -59,7 +60,7 @@ class ProxyApp:
         )
         routes = RouteLookup(config.namesrv_addr)
         popper = Popper(config.namesrv_addr)
-        server = grpc.aio.server()
+        server = grpc.aio.server(interceptors=observe.interceptors(config))
         try:
             port = server.add_insecure_port(f"{config.listen_host}:{config.proxy_listen_port}")
         except RuntimeError as err:  # grpc's "Failed to bind"
@@ -77,14 +78,20 @@ class ProxyApp:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         watch = asyncio.create_task(_watch_parent(stop))
+        scrape = observe.metrics_endpoint(config)  # PROM: the proxy's own /metrics
         try:
             await server.start()
-            announce_ready(SERVICE_NAME, grpc=f"{where[0]}:{where[1]}")
+            fields = {"grpc": f"{where[0]}:{where[1]}"}
+            if scrape is not None:
+                fields["metrics"] = scrape.addr
+            announce_ready(SERVICE_NAME, **fields)
             log.info("proxy serving gRPC on %s:%d", *where)
             await stop.wait()
             log.info("proxy stopping")
         finally:
             watch.cancel()
+            if scrape is not None:
+                scrape.close()
             await server.stop(STOP_GRACE_S)
             await producer.shutdown()
             await routes.close()
