@@ -279,6 +279,8 @@ def test_kill_9_of_the_proxy_under_a_producer_and_a_push_consumer(
         stop_file.touch()
         wait_for(lambda: "stopped" in producer.lines, 60, "the producer to stop")
         sent = acked(producer)
+        # sends while the proxy is down fail at the client: 5.1.2's Producer makes its 3
+        # attempts back to back (it applies no backoff between send attempts), all in the gap
         failed = [r for r in producer.records() if "error" in r]
         stored = stored_bodies(namesrv, TOPIC)
         lost = set(sent) - set(stored)

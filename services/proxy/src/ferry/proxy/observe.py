@@ -2,7 +2,8 @@
 
 Metrics (metricsExporterType PROM, OTLP_GRPC or LOG, as the brokers'): `rocketmq_rpc_latency`,
 a histogram of each call's time in ms by method (request_code) and the Status code of its reply
-(response_code, the Code's name); its _count is the calls. With PROM the proxy serves its own
+(response_code, the Code's name; CANCELLED when the client went first, EXCEPTION when the
+call failed without a reply); its _count is the calls. With PROM the proxy serves its own
 registry at metricsPromExporterHost:metricsPromExporterPort (/metrics).
 
 Spans (when OTEL_* configure an exporter): a SERVER span for each SendMessage (`send <topic>`)
@@ -17,6 +18,7 @@ rocketmq-python-client 5.1.2 sets neither: its calls start new traces here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -37,6 +39,7 @@ TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
 CLIENT_ID = "x-mq-client-id"
 LATENCY_HELP = "time of each gRPC call in the proxy, by method and the Status code answered"
+CANCELLED = "CANCELLED"  # response_code of a call the client cancelled (or whose deadline passed)
 TRACED = frozenset(("SendMessage", "ReceiveMessage"))
 _CODE_NAMES = {int(c): c.name for c in Code}
 _TYPE_NAMES = {
@@ -99,6 +102,9 @@ class Observer(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 code = code_name(int(reply.status.code))
                 _end_send(span, reply)
                 return reply
+            except asyncio.CancelledError:
+                code = CANCELLED
+                raise
             finally:
                 if span is not None and span.is_recording():
                     telemetry.end_span(span, code if code != "OK" else "")
@@ -121,6 +127,9 @@ class Observer(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                         count += 1
                         _link(span, reply.message.system_properties.trace_context)
                     yield reply
+            except asyncio.CancelledError:
+                code = CANCELLED
+                raise
             finally:
                 if span is not None:
                     span.set_attribute("messaging.batch.message_count", count)
@@ -139,6 +148,9 @@ class Observer(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     if reply.HasField("status"):
                         code = code_name(int(reply.status.code))
                     yield reply
+            except asyncio.CancelledError:
+                code = CANCELLED  # the client went away: how a Telemetry stream usually ends
+                raise
             except BaseException:
                 code = "EXCEPTION"
                 raise
