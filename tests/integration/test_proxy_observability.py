@@ -20,7 +20,7 @@ from itest_support import OtlpSink, ReceivedSpan, wait_for
 
 from ferry.admin import Admin
 from ferry.runtime.launcher import LocalCluster, start_local_cluster
-from ferry.runtime.processes import service_args, start_service
+from ferry.runtime.processes import ServiceProcess, service_args, start_service
 from ferry.runtime.testing.client_venvs import rocketmq_grpc_python
 
 pytestmark = pytest.mark.integration
@@ -70,6 +70,10 @@ out["msg"] = [r.status.code, r.entries[0].message_id]
 r = stub.QueryRoute(s.QueryRouteRequest(topic=d.Resource(name="NoSuchObservedTopic")),
                     timeout=10, metadata=[client])
 out["missing"] = r.status.code
+raw = grpc.insecure_channel(endpoint).unary_unary("/" + s.DESCRIPTOR.services_by_name[
+    "MessagingService"].full_name + "/SendMessage")
+bad = raw(b"\xff\xff", timeout=10, metadata=[client, ("traceparent", t_meta)])
+out["malformed"] = s.SendMessageResponse.FromString(bad).status.code
 receive = s.ReceiveMessageRequest(group=d.Resource(name="cg-observed"), batch_size=16)
 receive.message_queue.topic.name = topic
 receive.message_queue.id = -1
@@ -98,10 +102,11 @@ print(json.dumps(out))
 
 
 class Observed:
-    def __init__(self, cluster: LocalCluster, proxy_addr: str, metrics_addr: str) -> None:
+    def __init__(self, cluster: LocalCluster, proxy: ServiceProcess) -> None:
         self.cluster = cluster
-        self.proxy_addr = proxy_addr
-        self.metrics_addr = metrics_addr
+        self.proxy = proxy
+        self.proxy_addr = proxy.endpoints["grpc"]
+        self.metrics_addr = proxy.endpoints["metrics"]
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +126,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory, sink: OtlpSink) -> Iterat
         with Admin(cluster.namesrv_addr) as admin:
             wait_for(admin.master_addrs, 15, "the broker to register")
             admin.create_topic(TOPIC, 4, 4)
-        yield Observed(cluster, proxy.endpoints["grpc"], proxy.endpoints["metrics"])
+        yield Observed(cluster, proxy)
     finally:
         cluster.stop()
 
@@ -287,3 +292,11 @@ def test_metrics_count_each_method_by_status_code(
         text = page.read().decode()
     assert re.search(r'rocketmq_rpc_latency_bucket\{[^}]*request_code="SendMessage"', text)
     assert re.search(r'rocketmq_rpc_latency_sum\{[^}]*request_code="SendMessage"', text)
+
+
+def test_a_malformed_send_gets_bad_request_and_no_span_failure(
+    observed: Observed, calls: dict[str, object]
+) -> None:
+    assert calls["malformed"] == 40000  # BAD_REQUEST
+    said = observed.proxy.recent_output()
+    assert "telemetry hook" not in said and "Traceback" not in said, said[-3000:]

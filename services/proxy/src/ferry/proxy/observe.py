@@ -29,6 +29,7 @@ from opentelemetry import trace
 
 from ferry.protocol.span_attributes import messaging
 from ferry.proxy.protocol import Code, MessageType, Pb
+from ferry.proxy.service import Malformed
 from ferry.runtime import metrics, telemetry
 from ferry.runtime.config import ProxyConfig
 
@@ -92,7 +93,8 @@ class Observer(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         async def call(request: Pb, context: Any) -> Pb:
             began = time.monotonic()
             code = "EXCEPTION"
-            span = _send_span(request, context) if traced else None
+            malformed = isinstance(request, Malformed)  # answered BAD_REQUEST: no span
+            span = _send_span(request, context) if traced and not malformed else None
             try:
                 if span is None:
                     reply = await fn(request, context)
@@ -116,7 +118,8 @@ class Observer(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         async def call(request: Pb, context: Any) -> AsyncIterator[Pb]:
             began = time.monotonic()
             code = "EXCEPTION"
-            span = _receive_span(request, context) if traced else None
+            malformed = isinstance(request, Malformed)
+            span = _receive_span(request, context) if traced and not malformed else None
             count = 0
             try:
                 async for reply in fn(request, context):

@@ -106,7 +106,8 @@ class MessagingService:
 
     async def telemetry(self, commands: AsyncIterator[Pb], context: Any) -> AsyncIterator[Pb]:
         """The client's Settings answered with the server's; other commands (a thread dump,
-        a verify result the proxy never asked for) are logged and dropped."""
+        a verify result the proxy never asked for) are logged and dropped, or refused with
+        BAD_REQUEST before the Settings (as is a stream that ends without them)."""
         client_id = _client_id(context)
         settled = refused = False  # the client's Settings seen; a command before them refused
         try:
