@@ -110,6 +110,9 @@ class MessagingService:
         BAD_REQUEST before the Settings (as is a stream that ends without them)."""
         client_id = _client_id(context)
         settled = refused = False  # the client's Settings seen; a command before them refused
+        # a stream left open and silent is held, never timed out: rocketmq-python-client 5.1.2
+        # rebuilds its stream after a failed write and sends Settings on it only at its next
+        # sync (every 300 s), so a deadline would cut it off at every rebuild
         try:
             async for command in commands:
                 kind = command.WhichOneof("command")
