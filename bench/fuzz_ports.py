@@ -1,6 +1,7 @@
 """Fuzz every port of a `ferry dev up` of its own for a few minutes (the longer run of
 tests/integration/test_fuzz_ports.py, same generators): each service's request port, the
-store's feed, the console's pages, OTLP receiver and raw socket, in rounds of a new seed each.
+store's feed, the console's pages, OTLP receiver and raw socket, the gRPC proxy's calls and
+raw socket, in rounds of a new seed each.
 
     uv run python bench/fuzz_ports.py [--seconds 180] [--round 10] [--seed 1] [--keep]
         [--destructive]
@@ -37,6 +38,7 @@ from fuzz_frames import (
     page_paths,
     well_formed,
 )
+from fuzz_grpc_target import GrpcTarget, grpc_inputs, tcp_garbage
 from fuzz_targets import (
     FeedTarget,
     Finding,
@@ -62,6 +64,7 @@ class DevUp:
     def __init__(self, data_dir: Path) -> None:
         argv = [FERRY, "dev", "up", "--data-dir", str(data_dir)]
         argv += ["--namesrv-port", "0", "--broker-port", "0", "--console-port", "0"]
+        argv += ["--proxy-port", "0"]
         self.proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
@@ -137,7 +140,7 @@ def main() -> int:
         zmq_targets = {
             name: ZmqTarget(name, e.get("endpoint") or e["addr"])
             for name, e in eps.items()
-            if name != "console"
+            if name not in ("console", "proxy")
         }
         runs: list[tuple[str, Callable[[Any], bool], st.SearchStrategy[Any], Tally]] = []
         types = REQUEST_TYPES if args.destructive else SAFE_TYPES
@@ -153,6 +156,10 @@ def main() -> int:
         runs.append(("console pages", http.get, page_paths(), http.tally))
         runs.append(("console otlp", lambda b: http.post_traces(*b), otlp_bodies(), http.tally))
         runs.append(("console raw", http.raw, st.binary(max_size=300), http.tally))
+        grpc_target = GrpcTarget(eps["proxy"]["grpc"], KEPT_TOPIC)
+        calls = grpc_inputs(KEPT_TOPIC)
+        runs.append(("proxy grpc", lambda x: grpc_target.call(*x), calls, grpc_target.tally))
+        runs.append(("proxy raw", grpc_target.raw, tcp_garbage(), grpc_target.tally))
 
         deadline = time.monotonic() + args.seconds
         round_no = 0
@@ -180,6 +187,7 @@ def main() -> int:
         feed.close()
         for target in zmq_targets.values():
             target.close()
+        grpc_target.close()
 
         findings: list[Finding] = []
         for tally in {id(t): t for _, _, _, t in runs}.values():

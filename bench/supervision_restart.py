@@ -54,6 +54,7 @@ class Dev:
         ferry = str(Path(sys.executable).parent / "ferry")
         argv = [ferry, "dev", "up", "--data-dir", data]
         argv += ["--namesrv-port", "0", "--broker-port", "0", "--console-port", "0"]
+        argv += ["--proxy-port", "0"]
         self.proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )

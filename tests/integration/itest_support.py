@@ -259,6 +259,8 @@ class DevUp:
     def __init__(self, data_dir: Path, *extra: str, timeout: float = 180) -> None:
         argv = [FERRY, "dev", "up", *extra, "--data-dir", str(data_dir)]
         argv += ["--namesrv-port", "0", "--broker-port", "0", "--console-port", "0"]
+        if "--proxy-port" not in extra:
+            argv += ["--proxy-port", "0"]
         argv += ["--set", "mappedFileSizeCommitLog=1048576"]
         self.proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
 from itest_support import FERRY, DevUp, LineReader, alive, live_parents, wait_for
 
 from ferry.admin import Admin
@@ -392,6 +393,7 @@ class Probes:
             "scheduler": self._scheduler_status,
             "namesrv": self._route,
             "console": self._console_page,
+            "proxy": self._proxy_route,
         }.get(kind)
         if check is not None:
             return check()
@@ -450,6 +452,25 @@ class Probes:
                 return bool(page.status == 200)
         except OSError:
             return False
+
+    def _proxy_route(self) -> bool:
+        """The gRPC proxy answers a QueryRoute of the topic with its route."""
+        from ferry.proxy.protocol import Code, service
+
+        method = "/apache.rocketmq.v2.MessagingService/QueryRoute"
+        request = service.QueryRouteRequest()
+        request.topic.name = self.topic
+        with grpc.insecure_channel(listening(self.dev, "proxy")["grpc"]) as channel:
+            call = channel.unary_unary(
+                method,
+                request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=service.QueryRouteResponse.FromString,
+            )
+            try:
+                reply = call(request, timeout=2)
+            except grpc.RpcError:
+                return False
+        return bool(reply.status.code == Code.OK and reply.message_queues)
 
     def close(self) -> None:
         self.producer.shutdown()

@@ -129,7 +129,7 @@ def test_dev_up_output_has_one_ready_line_and_whole_prefixed_service_lines(
     ready = [ln for ln in lines if "READY" in ln]
     assert len(ready) == 1, ready
     services = ("namesrv", "console", "broker-store", "index", "scheduler", "checkback")
-    services = (*services, "ha-replicator")
+    services = (*services, "ha-replicator", "proxy")
     prefixes = tuple(f"[{name}] " for name in (*services, "broker-remoting"))
     own = ("READY namesrv=", "ferry dev: stopped")
     strays = [ln for ln in lines if not ln.startswith(prefixes + own)]
@@ -149,11 +149,14 @@ print(got.status.code)
 """
 
 
-def test_dev_up_with_proxy_port_starts_the_grpc_proxy_on_its_name_server(tmp_path: Path) -> None:
+def test_dev_up_starts_the_grpc_proxy_on_its_name_server(tmp_path: Path) -> None:
+    """By default (DevUp gives --proxy-port 0, as it gives every port), with the brokers'
+    metrics exporter: its own /metrics on a free port, as the broker's is."""
     from ferry.runtime.testing.client_venvs import rocketmq_grpc_python
 
     python = rocketmq_grpc_python()
-    dev = DevUp(tmp_path / "data", "--proxy-port", "0")
+    prom = ("--set", "metricsExporterType=PROM", "--set", "metricsPromExporterPort=0")
+    dev = DevUp(tmp_path / "data", *prom)
     try:
         proxy = dev.fields["proxy"]
         assert proxy.rsplit(":", 1)[1].isdigit(), dev.fields
@@ -166,7 +169,13 @@ def test_dev_up_with_proxy_port_starts_the_grpc_proxy_on_its_name_server(tmp_pat
             env={"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"},
             check=False,
         )
+        listening = next(ln for ln in dev.reader.lines if ln.startswith("[proxy] listening "))
+        metrics = dict(p.split("=", 1) for p in listening.split()[2:])["metrics"]
+        with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as page:
+            scraped = page.read().decode()
     finally:
         dev.close()
     # the proxy asked this cluster's name server: the topic is unknown there
     assert probe.stdout.split() == ["40402"], probe.stdout + probe.stderr  # TOPIC_NOT_FOUND
+    counted = 'request_code="QueryRoute",response_code="TOPIC_NOT_FOUND"} 1.0'
+    assert counted in scraped, scraped[-2000:]

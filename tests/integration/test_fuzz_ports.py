@@ -2,7 +2,10 @@
 the store's feed, and the console's pages and OTLP receiver get random frames, mutated valid
 envelopes and envelopes of every request type with generated values (fuzz_frames.py); the
 RocketMQ doors of the name server and the broker get random bytes, lying lengths, mutated
-frames, bad headers and commands of every reading code (fuzz_door_frames.py, issue 40.6).
+frames, bad headers and commands of every reading code (fuzz_door_frames.py, issue 40.6); the
+gRPC proxy's port gets bytes that are not HTTP/2, malformed and mutated protobuf bodies for
+every method, unknown enum values and Telemetry streams without Settings (fuzz_grpc_target.py,
+issue 41.5).
 
 Expected, and checked after each port's run: no process died or restarted, each frame got a
 typed reply or was dropped, a ping right after each one was answered in time, no handler
@@ -27,6 +30,7 @@ from fuzz_door_target import (
     served_codes,
 )
 from fuzz_frames import KEPT_TOPIC, SAFE_TYPES, any_frames, otlp_bodies, page_paths, well_formed
+from fuzz_grpc_target import METHODS, GrpcTarget, grpc_inputs, tcp_garbage
 from fuzz_targets import (
     FeedTarget,
     HttpTarget,
@@ -77,7 +81,9 @@ class Before:
 @pytest.fixture(scope="module")
 def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Before]]:
     data = tmp_path_factory.mktemp("fuzz")
-    local = start_local_cluster(str(data), overrides=SMALL_STORE, console_port=0, rocketmq_port=0)
+    local = start_local_cluster(
+        str(data), overrides=SMALL_STORE, console_port=0, rocketmq_port=0, proxy_port=0
+    )
     try:
         with Producer("pg-kept", local.namesrv_addr) as producer:
             for i in range(KEPT):
@@ -107,6 +113,7 @@ def test_every_port_is_fuzzed(fuzzed: tuple[LocalCluster, Before]) -> None:
     assert served - {"console"} == set(SERVICES)
     doors = {sp.name for sp in local.processes if "rocketmq" in sp.endpoints}
     assert doors == set(DOORS)
+    assert {sp.name for sp in local.processes if "grpc" in sp.endpoints} == {"proxy"}
 
 
 @pytest.mark.parametrize("name", SERVICES)
@@ -146,6 +153,37 @@ def test_rocketmq_door_survives_fuzzing(name: str, fuzzed: tuple[LocalCluster, B
     assert target.tally.errors > 10 and target.tally.replies > 0, target.codes
     assert stored_log(local.store_endpoint) == log
     assert kept_offsets(local.broker_addr) == offsets
+
+
+def test_proxy_grpc_port_survives_fuzzing(fuzzed: tuple[LocalCluster, Before]) -> None:
+    local, before = fuzzed
+    target = GrpcTarget(local.proxy_addr, KEPT_TOPIC)
+    try:
+        assert target.healthy(), "the proxy does not serve before the run"
+        # every method at least once: an empty body (all defaults) and bytes that are no
+        # protobuf, with and without a client id
+        for name in sorted(METHODS):
+            for body in (b"", b"\xff\xff\xff\xff", b"\x0a\x05ab"):
+                target.call(name, body, True)
+            target.call(name, b"\xff\xff", False)
+        fed = drive(
+            lambda x: target.call(*x),
+            grpc_inputs(KEPT_TOPIC),
+            budget_s=BUDGET_S * 2,
+            max_examples=MAX_EXAMPLES,
+        )
+        drive(target.raw, tcp_garbage(), budget_s=BUDGET_S / 2, max_examples=100)
+        not_settings = METHODS["Telemetry"].request()
+        not_settings.thread_stack_trace.nonce = "n"
+        for commands in ([], [not_settings.SerializeToString()]):
+            target.silent_telemetry(commands)
+        assert target.healthy(), "no answer after the run"
+    finally:
+        target.close()
+    print(f"proxy: {fed} fuzzed calls; codes by method {target.codes}")
+    assert fed >= 50, f"only {fed} calls in {BUDGET_S * 2} s"
+    assert target.tally.errors > fed // 4  # most refused with a typed status
+    _check(target.tally, local, before)
 
 
 # header fields whose numbers fit no Java int or long, which the fuzzing found answered with

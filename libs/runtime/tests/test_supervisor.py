@@ -60,6 +60,8 @@ def test_a_restart_binds_what_the_first_start_bound() -> None:
     assert pinned_args(console) == ["--port", "0", "--port", "8081"]
     ha = service("ha-replicator", [], {"endpoint": "tcp://0.0.0.0:10912", "addr": "h:10912"})
     assert pinned_args(ha) == ["--set", "haListenPort=10912"]
+    proxy = service("proxy", ["--set", "proxyListenPort=0"], {"grpc": "127.0.0.1:40123"})
+    assert pinned_args(proxy) == ["--set", "proxyListenPort=0", "--set", "proxyListenPort=40123"]
 
 
 def test_off_turns_restarts_off() -> None:

@@ -37,10 +37,10 @@ def up(
     proxy_port: Annotated[
         int,
         typer.Option(
-            help="a gRPC proxy for RocketMQ 5's clients (their endpoints); 0 = any free port, "
-            "-1 = none (the default until the proxy is complete: issue 41)"
+            help="the gRPC proxy for RocketMQ 5's clients (their endpoints); 0 = any free port, "
+            "-1 = none"
         ),
-    ] = -1,
+    ] = 8081,
     broker_port: Annotated[int, typer.Option(help="0 = any free port")] = 10911,
     console_port: Annotated[int, typer.Option(help="0 = any free port")] = 8080,
     slave: Annotated[bool, typer.Option("--slave", help="add a slave broker group")] = False,
@@ -60,8 +60,8 @@ def up(
         typer.Option("--set", metavar="KEY=VALUE", help="override one broker.conf key"),
     ] = None,
 ) -> None:
-    """Start a name server, a broker group and the console; restart any of them that exits
-    (FERRY_RESTART_POLICY); stop them all cleanly on Ctrl-C or SIGTERM."""
+    """Start a name server, a broker group, the console and the gRPC proxy; restart any of
+    them that exits (FERRY_RESTART_POLICY); stop them all cleanly on Ctrl-C or SIGTERM."""
     require_server("ferry dev up")
     from ferry.runtime.config import parse_overrides
     from ferry.runtime.launcher import LineRelay, start_local_cluster

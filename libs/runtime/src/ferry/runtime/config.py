@@ -101,6 +101,11 @@ class ProxyConfig(SecurityConfig, rename=_conf_name, kw_only=True):
     # tlsInternalKeyFile) are then what the proxy reaches the cluster with
     tls_server_cert_path: str = ""
     tls_server_key_path: str = ""
+    # as the broker's keys; PROM: the proxy's own /metrics, beside the broker's 5557
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_port: int = 5558
+    metrics_prom_exporter_host: str = ""  # empty: listenHost
+    metrics_grpc_exporter_target: str = ""
 
     def check(self) -> None:
         if not self.namesrv_addr.strip():
@@ -113,6 +118,14 @@ class ProxyConfig(SecurityConfig, rename=_conf_name, kw_only=True):
             raise ConfigError("renewMaxTimeMillis must not be negative")
         if not 0 <= self.proxy_listen_port <= 65535:
             raise ConfigError(f"proxyListenPort {self.proxy_listen_port} is not a port")
+        if self.metrics_exporter_type not in METRICS_EXPORTER_TYPES:
+            raise ConfigError(
+                "metricsExporterType must be one of " + ", ".join(METRICS_EXPORTER_TYPES)
+            )
+        if not 0 <= self.metrics_prom_exporter_port <= 65535:
+            raise ConfigError(
+                f"metricsPromExporterPort {self.metrics_prom_exporter_port} is not a port"
+            )
         if not 0 < self.max_message_size <= 64 * 1024 * 1024:
             raise ConfigError("maxMessageSize must be between 1 byte and 64 MiB")
         self.check_security()

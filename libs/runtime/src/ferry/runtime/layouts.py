@@ -94,7 +94,7 @@ def start_local_cluster(
                 env=env,
                 sink=sink,
             )
-            start_proxy(cluster, proxy_port, env=env, sink=sink)
+            start_proxy(cluster, proxy_port, env=env, sink=sink, overrides=overrides)
             return cluster
         start_broker_services(
             cluster,
@@ -121,7 +121,7 @@ def start_local_cluster(
             cluster.processes.extend(slave_group.processes)
         if proxy_port is not None and not cluster.namesrv_addr:
             namesrv_ready()
-        start_proxy(cluster, proxy_port, env=env, sink=sink)
+        start_proxy(cluster, proxy_port, env=env, sink=sink, overrides=overrides)
     except BaseException:
         cluster.stop()
         raise
@@ -134,16 +134,25 @@ def start_proxy(
     *,
     env: Mapping[str, str] | None = None,
     sink: LineSink | None = None,
+    overrides: Mapping[str, str] | None = None,
 ) -> None:
-    """The gRPC proxy on the cluster's name server (None: no proxy)."""
+    """The gRPC proxy on the cluster's name server (None: no proxy). The brokers' metrics
+    exporter (overrides) is the proxy's too; a PROM port of 0 is a free port for it as well,
+    any other leaves it its own (5558) beside the broker's."""
     if port is None:
         return
     settings = {"namesrvAddr": cluster.namesrv_addr, "proxyListenPort": str(port)}
+    for key in PROXY_METRICS_KEYS:
+        if key in (overrides or {}):
+            settings[key] = (overrides or {})[key]
+    if (overrides or {}).get("metricsPromExporterPort") == "0":
+        settings["metricsPromExporterPort"] = "0"
     proxy = start_service("proxy", service_args(None, settings), env=env, sink=sink)
     cluster.processes.append(proxy)
     cluster.proxy_addr = proxy.endpoints["grpc"]
 
 
+PROXY_METRICS_KEYS = ("metricsExporterType", "metricsGrpcExporterTarget")
 HA_REPLICAS = 3
 HA_HEARTBEAT_TIMEOUT_MS = 5000  # the controller's: failover in about 7 s here
 

@@ -55,6 +55,10 @@ _PINS: dict[str, tuple[tuple[str, str, bool], ...]] = {
         ("addr", "--set listenPort", True),
         ("metrics", "--set metricsPromExporterPort", True),
     ),
+    "proxy": (
+        ("grpc", "--set proxyListenPort", True),
+        ("metrics", "--set metricsPromExporterPort", True),
+    ),
     # broker-agent: no port (the tree's channel is the supervisor's, passed in its env)
 }
 

@@ -24,6 +24,7 @@ import signal
 import grpc
 
 from ferry.client.aio import Producer
+from ferry.proxy import observe
 from ferry.proxy.consuming import Popper
 from ferry.proxy.convert import ServerSettings
 from ferry.proxy.interceptor import call_checks
@@ -84,7 +85,8 @@ class ProxyApp:
         routes = RouteLookup(config.namesrv_addr, inner, key)
         popper = Popper(config.namesrv_addr, credentials=inner, tls_server_key=key)
         users: UserPuller | None = None
-        interceptors: list[grpc.aio.ServerInterceptor] = []
+        # metrics and spans outermost: refused calls are counted too, by their Status
+        interceptors: list[grpc.aio.ServerInterceptor] = list(observe.interceptors(config))
         if inner is not None:  # authenticationEnabled: every call checked (ferry.proxy.auth)
             users = UserPuller(config.namesrv_addr, inner, key)
             checks = call_checks(SERVICE_NAME, inner, config.authorization_enabled, users.mirror)
@@ -125,14 +127,20 @@ class ProxyApp:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         watch = asyncio.create_task(_watch_parent(stop))
+        scrape = observe.metrics_endpoint(config)  # PROM: the proxy's own /metrics
         try:
             await server.start()
-            announce_ready(SERVICE_NAME, grpc=f"{where[0]}:{where[1]}")
+            fields = {"grpc": f"{where[0]}:{where[1]}"}
+            if scrape is not None:
+                fields["metrics"] = scrape.addr
+            announce_ready(SERVICE_NAME, **fields)
             log.info("proxy serving gRPC on %s:%d", *where)
             await stop.wait()
             log.info("proxy stopping")
         finally:
             watch.cancel()
+            if scrape is not None:
+                scrape.close()
             await server.stop(STOP_GRACE_S)
             await renewer.close()
             await producer.shutdown()

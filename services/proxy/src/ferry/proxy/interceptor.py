@@ -132,8 +132,14 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                         return
                     yield command
 
-            async for reply in fn(checked(), context):
-                yield reply
+            replies = fn(checked(), context)
+            try:
+                async for reply in replies:
+                    if ended:  # what the handler says of the cut stream is not sent
+                        break
+                    yield reply
+            finally:
+                await replies.aclose()
             if ended:
                 yield method.reply(*ended[0])
 

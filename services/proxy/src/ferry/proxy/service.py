@@ -127,20 +127,31 @@ class MessagingService:
     async def telemetry(self, commands: AsyncIterator[Pb], context: Any) -> AsyncIterator[Pb]:
         """The client's Settings answered with the server's; the broker's transaction checks
         pushed down it (transactions.py); other commands (a thread dump, a verify result the
-        proxy never asked for) are logged and dropped."""
+        proxy never asked for) are logged and dropped, or refused with BAD_REQUEST before the
+        Settings (as is a stream that ends without them)."""
         client_id = _client_id(context)
         pushed = self._transactions.stream_opened(client_id)
+        settled = refused = False  # the client's Settings seen; a command before them refused
+        # a stream left open and silent is held, never timed out: rocketmq-python-client 5.1.2
+        # rebuilds its stream after a failed write and sends Settings on it only at its next
+        # sync (every 300 s), so a deadline would cut it off at every rebuild
         try:
             async for command, from_client in transactions.interleave(commands, pushed):
                 kind = command.WhichOneof("command")
                 if not from_client:
                     yield command
                 elif kind == "settings":
+                    settled = True
                     self._consumers.settings_seen(client_id, command.settings)
                     self._transactions.settings_seen(client_id, command.settings)
                     yield await self._settings_reply(command.settings)
+                elif not settled:
+                    refused = True
+                    yield _no_settings(f"{kind or 'an empty command'} before the client's Settings")
                 else:
                     log.debug("telemetry from %s: %s ignored", client_id, kind)
+            if not settled and not refused:
+                yield _no_settings("the stream ended without the client's Settings")
         finally:
             self._transactions.stream_closed(client_id, pushed)
             self._consumers.stream_closed(client_id)
@@ -177,7 +188,7 @@ class MessagingService:
         handlers = {}
         for name, method in METHODS.items():
             serdes = {
-                "request_deserializer": method.request.FromString,
+                "request_deserializer": _parser(method),
                 "response_serializer": method.response.SerializeToString,
             }
             if name in served:
@@ -204,6 +215,10 @@ def _metadata(context: Any) -> dict[str, Any]:
     return {str(k): v for k, v in (context.invocation_metadata() or ())}
 
 
+def _no_settings(text: str) -> Pb:
+    return METHODS["Telemetry"].reply(Code.BAD_REQUEST, f"{text}: send Settings first")
+
+
 def _client_id(context: Any) -> str:
     client_id = _metadata(context).get(CLIENT_ID)
     if not client_id:
@@ -228,9 +243,38 @@ def _failure(method: Method, err: Exception) -> tuple[Code, str]:
     return Code.INTERNAL_ERROR, f"{method.name} failed in the proxy: {type(err).__name__}"
 
 
+class Malformed:
+    """A request body that is not its protobuf message: answered BAD_REQUEST by the guards
+    (grpc's own answer to a deserializer's failure is an untyped UNKNOWN)."""
+
+    def __init__(self, method: Method, err: Exception) -> None:
+        self.error = ProxyError(
+            Code.BAD_REQUEST, f"the body is not a valid {method.request.__name__}: {err}"
+        )
+
+
+def _parser(method: Method) -> Callable[[bytes], Pb]:
+    def parse(data: bytes) -> Pb:
+        try:
+            return method.request.FromString(data)
+        except Exception as err:  # noqa: BLE001 - DecodeError, or a recursion limit
+            return Malformed(method, err)
+
+    return parse
+
+
+async def _well_formed(requests: AsyncIterator[Pb]) -> AsyncIterator[Pb]:
+    async for request in requests:
+        if isinstance(request, Malformed):
+            raise request.error
+        yield request
+
+
 def _guarded(method: Method, fn: Unary) -> Unary:
     async def call(request: Pb, context: Any) -> Pb:
         try:
+            if isinstance(request, Malformed):
+                raise request.error
             return await fn(request, context)
         except Exception as err:  # noqa: BLE001 - answered with its Status, logged if unknown
             return method.reply(*_failure(method, err))
@@ -241,7 +285,7 @@ def _guarded(method: Method, fn: Unary) -> Unary:
 def _guarded_stream(method: Method, fn: Streaming) -> Streaming:
     async def call(requests: AsyncIterator[Pb], context: Any) -> AsyncIterator[Pb]:
         try:
-            async for reply in fn(requests, context):
+            async for reply in fn(_well_formed(requests), context):
                 yield reply
         except Exception as err:  # noqa: BLE001 - answered with its Status, logged if unknown
             yield method.reply(*_failure(method, err))
@@ -256,6 +300,8 @@ def _guarded_server_stream(method: Method, fn: ServerStreaming) -> ServerStreami
     async def call(request: Pb, context: Any) -> AsyncIterator[Pb]:
         sent = False
         try:
+            if isinstance(request, Malformed):
+                raise request.error
             async for reply in fn(request, context):
                 sent = True
                 yield reply
