@@ -60,7 +60,7 @@ settings = d.Settings(client_type=d.PRODUCER)
 settings.publishing.topics.add(name=topic)
 settings.publishing.max_body_size = 128 << 20
 replies = stub.Telemetry(iter([s.TelemetryCommand(settings=settings)]), metadata=meta, timeout=5)
-first = next(replies)
+first = list(replies)[0]  # drained: a stream left unread can hang grpc's client at exit
 out["settings"] = [first.status.code, first.settings.publishing.max_body_size]
 missing = stub.QueryRoute(s.QueryRouteRequest(topic=d.Resource(name="NoSuchTopic")), timeout=5)
 out["missing_topic"] = missing.status.code

@@ -234,7 +234,9 @@ settings.subscription.group.name = group
 settings.subscription.subscriptions.add(topic=d.Resource(name=topic))
 replies = stub.Telemetry(iter([s.TelemetryCommand(settings=settings)]),
                          metadata=[("x-mq-client-id", "probe@settings")], timeout=10)
-got = next(iter(replies)).settings
+# drained to its end (the proxy ends it after the client's half-close): a stream left
+# unread can hang grpc's client at exit
+got = list(replies)[0].settings
 print(json.dumps({"max_attempts": got.backoff_policy.max_attempts,
                   "backoff": [n.seconds for n in got.backoff_policy.customized_backoff.next],
                   "fifo": got.subscription.fifo,
