@@ -356,8 +356,8 @@ def test_dev_up_slave_survives_a_kill_of_the_masters_remoting(
         remoting = child_running(root, "ferry.remoting", without="brokerRole=SLAVE")
         assert remoting is not None
         kept = {pid for pid in children_of(root) if pid != remoting}
-        # namesrv, console, the master's 5 others, the slave's 6
-        assert len(kept) == 2 + (len(MODULES) - 1) + len(MODULES), kept
+        # namesrv, console, the gRPC proxy, the master's 5 others, the slave's 6
+        assert len(kept) == 3 + (len(MODULES) - 1) + len(MODULES), kept
         os.kill(remoting, signal.SIGKILL)
         said = dev.reader.wait_for_prefix(f"[supervisor] broker-remoting (pid {remoting}) ")
         assert "exited with SIGKILL; restarting in 0.1 s" in said
