@@ -5,10 +5,8 @@ SimpleConsumer received but did not ack comes back after its invisible time."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +19,7 @@ from ferry.admin import Admin
 from ferry.client import Message, Producer, PullConsumer
 from ferry.runtime.launcher import LocalCluster, start_local_cluster
 from ferry.runtime.supervisor import RestartPolicy, Supervisor
-from ferry.runtime.testing.client_venvs import rocketmq_grpc_python
+from ferry.runtime.testing.client_programs import RunningClient
 from ferry.runtime.testing.pytest_support import wait_for
 
 pytestmark = pytest.mark.integration
@@ -116,55 +114,6 @@ consumer.shutdown()
 """
 
 
-class Program:
-    """A client program kept running: its JSON stdout lines collected, its stderr kept in a
-    file; stopped by a line on its stdin."""
-
-    def __init__(self, home: Path, name: str, source: str, *args: str) -> None:
-        script = home / f"{name}.py"
-        script.write_text(source)
-        self.stderr_path = home / f"{name}.stderr"
-        self._stderr = self.stderr_path.open("w")
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(
-            [str(rocketmq_grpc_python()), str(script), *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-            env={**os.environ, "HOME": str(home)},
-        )
-        self._reader = threading.Thread(target=self._read, name=f"{name}-output", daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def records(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in list(self.lines) if line.startswith("{")]
-
-    def stop(self, timeout: float = 60) -> int:
-        try:
-            if self.proc.stdin is not None:
-                if self.proc.poll() is None:
-                    self.proc.stdin.write("stop\n")
-                self.proc.stdin.close()
-            return self.proc.wait(timeout=timeout)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self._reader.join(timeout=5)
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
-            self._stderr.close()
-
-    def stderr_tail(self) -> str:
-        return self.stderr_path.read_text()[-3000:]
-
-
 class Supervised:
     """A local cluster with the proxy, every process of it under a Supervisor thread (short
     waits: the test's own policy), and what the supervisor said."""
@@ -233,8 +182,8 @@ def stored_bodies(namesrv: str, topic: str) -> list[str]:
     return [body for bodies in got.values() for body in bodies]
 
 
-def acked(producer: Program) -> list[str]:
-    return [r["body"] for r in producer.records() if "id" in r]
+def acked(producer: RunningClient) -> list[str]:
+    return [r["body"] for r in producer.json_lines() if "id" in r]
 
 
 @pytest.mark.timeout(420)
@@ -247,17 +196,24 @@ def test_kill_9_of_the_proxy_under_a_producer_and_a_push_consumer(
         for i in range(3):
             sdk.send(Message(HELD_TOPIC, f"held-{i}".encode()))
     stop_file = home / "stop-producer"
-    producer = Program(home, "producer", PRODUCER, endpoint, TOPIC, str(stop_file))
-    push = Program(home, "push", PUSH, endpoint, TOPIC, "cg-faults-push")
-    holder = Program(
-        home, "holder", HOLDER, endpoint, HELD_TOPIC, "cg-faults-held", "3", str(HELD_INVISIBLE_S)
+    producer = RunningClient(home, PRODUCER, endpoint, TOPIC, str(stop_file), name="producer")
+    push = RunningClient(home, PUSH, endpoint, TOPIC, "cg-faults-push", name="push")
+    holder = RunningClient(
+        home,
+        HOLDER,
+        endpoint,
+        HELD_TOPIC,
+        "cg-faults-held",
+        "3",
+        str(HELD_INVISIBLE_S),
+        name="holder",
     )
     try:
         wait_for(lambda: len(acked(producer)) >= 50, 90, "50 sends acknowledged")
-        wait_for(lambda: len(push.records()) >= 20, 90, "20 deliveries at the push consumer")
-        wait_for(lambda: any("held" in r for r in holder.records()), 60, "3 messages held")
+        wait_for(lambda: len(push.json_lines()) >= 20, 90, "20 deliveries at the push consumer")
+        wait_for(lambda: any("held" in r for r in holder.json_lines()), 60, "3 messages held")
         before = len(acked(producer))
-        delivered_before = len(push.records())
+        delivered_before = len(push.json_lines())
 
         pid = supervised.proxy_pid()
         killed = time.monotonic()
@@ -273,7 +229,9 @@ def test_kill_9_of_the_proxy_under_a_producer_and_a_push_consumer(
 
         # the clients go on by themselves: more sends acknowledged, more deliveries
         wait_for(lambda: len(acked(producer)) >= before + 50, 120, "sends after the restart")
-        wait_for(lambda: len(push.records()) >= delivered_before + 20, 120, "deliveries after it")
+        wait_for(
+            lambda: len(push.json_lines()) >= delivered_before + 20, 120, "deliveries after it"
+        )
         reconnect_s = time.monotonic() - killed
 
         stop_file.touch()
@@ -281,22 +239,22 @@ def test_kill_9_of_the_proxy_under_a_producer_and_a_push_consumer(
         sent = acked(producer)
         # sends while the proxy is down fail at the client: 5.1.2's Producer makes its 3
         # attempts back to back (it applies no backoff between send attempts), all in the gap
-        failed = [r for r in producer.records() if "error" in r]
+        failed = [r for r in producer.json_lines() if "error" in r]
         stored = stored_bodies(namesrv, TOPIC)
         lost = set(sent) - set(stored)
         assert not lost, f"{len(lost)} acknowledged sends not stored, e.g. {sorted(lost)[:5]}"
 
         def all_consumed() -> set[str]:
-            return set(sent) - {r["body"] for r in push.records()}
+            return set(sent) - {r["body"] for r in push.json_lines()}
 
         wait_for(lambda: not all_consumed(), 120, "every acknowledged send consumed")
 
         outcome = wait_for(
-            lambda: next((r for r in holder.records() if "back" in r), None),
+            lambda: next((r for r in holder.json_lines() if "back" in r), None),
             120,
             "the held messages back",
         )
-        held = next(r["held"] for r in holder.records() if "held" in r)
+        held = next(r["held"] for r in holder.json_lines() if "held" in r)
         assert sorted(m[0] for m in outcome["back"]) == sorted(held)
         assert {m[1] for m in outcome["back"]} == {2}  # their second delivery
         # back for their invisible time, not sooner (the restart did not release them)
@@ -305,7 +263,7 @@ def test_kill_9_of_the_proxy_under_a_producer_and_a_push_consumer(
             f"proxy back {back_s:.2f} s after kill -9; clients sending and consuming again "
             f"within {reconnect_s:.2f} s; {len(sent)} acknowledged, {len(failed)} failed "
             f"({sorted({r['error'] for r in failed})}), {len(stored)} stored, "
-            f"{len(push.records())} deliveries"
+            f"{len(push.json_lines())} deliveries"
         )
     except BaseException:
         for name, program in (("producer", producer), ("push", push), ("holder", holder)):

@@ -6,9 +6,6 @@ filter holds; a PushConsumer's SUCCESS is acked on the broker."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +15,7 @@ import pytest
 from ferry.admin import Admin
 from ferry.client import Message, Producer
 from ferry.runtime.launcher import LocalCluster
-from ferry.runtime.testing.client_venvs import rocketmq_grpc_python
+from ferry.runtime.testing.client_programs import RunningClient
 from ferry.runtime.testing.pytest_support import wait_for
 
 pytestmark = pytest.mark.integration
@@ -116,49 +113,6 @@ print("started", flush=True)
 sys.stdin.readline()
 consumer.shutdown()
 """
-
-
-class RunningClient:
-    """A client program kept running: its stdout lines collected, stopped by a line on its
-    stdin."""
-
-    def __init__(self, home: Path, program: str, *args: str) -> None:
-        script = home / f"running-{abs(hash(program))}.py"
-        script.write_text(program)
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(
-            [str(rocketmq_grpc_python()), str(script), *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env={**os.environ, "HOME": str(home)},
-        )
-        self._reader = threading.Thread(target=self._read, name="client-output", daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def json_lines(self) -> list[Any]:
-        return [json.loads(line) for line in list(self.lines) if line.startswith("{")]
-
-    def stop(self) -> int:
-        """Asks the program to stop; its exit code (it is killed after 60 s)."""
-        try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write("stop\n")
-            self.proc.stdin.close()
-            return self.proc.wait(timeout=60)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self._reader.join(timeout=5)  # it ends at the output's end
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -11,9 +11,6 @@ renewMaxTimeMillis), so that a listener outlasts them quickly."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,7 +22,7 @@ from ferry.admin import Admin
 from ferry.client import ConsumeFromWhere, Message, MessageExt, MessageQueue, Producer, PullConsumer
 from ferry.protocol.messages import SubscriptionGroupConfig
 from ferry.runtime.launcher import LocalCluster
-from ferry.runtime.testing.client_venvs import rocketmq_grpc_python
+from ferry.runtime.testing.client_programs import RunningClient
 from ferry.runtime.testing.pytest_support import wait_for
 
 pytestmark = pytest.mark.integration
@@ -122,53 +119,6 @@ def settled(cluster: LocalCluster, group: str, acked: int) -> Callable[[], bool]
         return sum(r.acked for r in rows) >= acked and sum(r.in_flight for r in rows) == 0
 
     return check
-
-
-class RunningClient:
-    """A client program kept running: its stdout's JSON lines collected; a line on its stdin
-    goes to the program (which stops at the end of its input)."""
-
-    def __init__(self, home: Path, program: str, *args: str) -> None:
-        script = home / f"push-{abs(hash(program))}.py"
-        script.write_text(program)
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(
-            [str(rocketmq_grpc_python()), str(script), *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env={**os.environ, "HOME": str(home)},
-        )
-        self._reader = threading.Thread(target=self._read, name="client-output", daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def json_lines(self) -> list[Any]:
-        return [json.loads(line) for line in list(self.lines) if line.startswith("{")]
-
-    def tell(self, line: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-
-    def stop(self) -> int:
-        """Closes its input; its exit code (it is killed after 60 s)."""
-        try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            return self.proc.wait(timeout=60)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self._reader.join(timeout=5)
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
 
 
 # argv: endpoint, topic, group, failures, seconds; a listener that takes `seconds`, then

@@ -7,9 +7,6 @@ TransactionChecker."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +17,7 @@ import pytest
 from ferry.admin import Admin
 from ferry.client import ConsumeFromWhere, MessageExt, PullConsumer
 from ferry.runtime.launcher import LocalCluster, start_local_cluster
-from ferry.runtime.testing.client_venvs import rocketmq_grpc_python
+from ferry.runtime.testing.client_programs import RunningClient
 from ferry.runtime.testing.pytest_support import wait_for
 
 pytestmark = pytest.mark.integration
@@ -87,47 +84,6 @@ class Reader:
 
     def close(self) -> None:
         self._consumer.shutdown()
-
-
-class RunningClient:
-    """A client program kept running: its JSON stdout lines, stopped by a line on stdin."""
-
-    def __init__(self, home: Path, program: str, *args: str) -> None:
-        script = home / f"running-{abs(hash(program))}.py"
-        script.write_text(program)
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(
-            [str(rocketmq_grpc_python()), str(script), *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env={**os.environ, "HOME": str(home)},
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def json_lines(self) -> list[Any]:
-        return [json.loads(line) for line in list(self.lines) if line.startswith("{")]
-
-    def stop(self) -> int:
-        try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write("stop\n")
-            self.proc.stdin.close()
-            return self.proc.wait(timeout=60)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self._reader.join(timeout=5)
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
 
 
 # ---- FIFO ----
