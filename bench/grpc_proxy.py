@@ -38,7 +38,7 @@ from typing import Any
 from client_throughput import consume, settle
 from common import RESULTS, percentile
 from pop_consume import pop_and_ack
-from rocketmq_door import Runs, median_ratio, merge, rate, run_threads, spread
+from rocketmq_door import Runs, median_ratio, merge, sdk_sync, spread
 
 from ferry.admin import Admin
 from ferry.client import Message, Producer
@@ -115,20 +115,7 @@ def proxy_produce(home: Path, endpoint: str, topic: str, sync: int, n: int) -> R
 
 def sdk_produce(namesrv: str, topic: str, sync: int, n: int) -> Runs:
     with Producer("bench-grpc-sdk", namesrv) as producer:
-        for _ in range(50):
-            producer.send(Message(topic, BODY))
-        lat = []
-        for _ in range(sync):
-            started = time.perf_counter()
-            producer.send(Message(topic, BODY))
-            lat.append((time.perf_counter() - started) * 1e6)
-        each = n // THREADS
-
-        def work() -> None:
-            for _ in range(each):
-                producer.send(Message(topic, BODY))
-
-        threads = rate(each * THREADS, lambda: run_threads(work))
+        lat, threads = sdk_sync(producer, topic, sync, n)
     return {
         "sync_p50": [percentile(lat, 0.5)],
         "sync_p99": [percentile(lat, 0.99)],

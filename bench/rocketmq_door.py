@@ -120,23 +120,28 @@ def client_produce(runner: ClientRunner, addr: str, topic: str, sync: int, n: in
     }
 
 
+def sdk_sync(producer: Producer, topic: str, sync: int, n: int) -> tuple[list[float], float]:
+    """The SDK's sync send latencies in µs (one in flight, after a warm-up) and its msg/s of
+    sync sends from THREADS threads (bench/grpc_proxy.py measures the same)."""
+    for _ in range(50):  # the route and connections, as the client's warm-up
+        producer.send(Message(topic, BODY))
+    lat = []
+    for _ in range(sync):
+        started = time.perf_counter()
+        producer.send(Message(topic, BODY))
+        lat.append((time.perf_counter() - started) * 1e6)
+    each = n // THREADS
+
+    def work() -> None:
+        for _ in range(each):
+            producer.send(Message(topic, BODY))
+
+    return lat, rate(each * THREADS, lambda: run_threads(work))
+
+
 def sdk_produce(namesrv: str, topic: str, sync: int, n: int) -> Runs:
     with Producer("bench-rmq-sdk", namesrv) as producer:
-        for _ in range(50):  # the route and connections, as the client's warm-up
-            producer.send(Message(topic, BODY))
-        lat = []
-        for _ in range(sync):
-            started = time.perf_counter()
-            producer.send(Message(topic, BODY))
-            lat.append((time.perf_counter() - started) * 1e6)
-
-        each = n // THREADS
-
-        def work() -> None:
-            for _ in range(each):
-                producer.send(Message(topic, BODY))
-
-        threads = rate(each * THREADS, lambda: run_threads(work))
+        lat, threads = sdk_sync(producer, topic, sync, n)
 
         def singles() -> None:
             futures: list[Future[Any]] = [

@@ -18,6 +18,7 @@ from ferry.client.message import Message, MessageQueue, SendResult
 from ferry.client.route import TopicRoute
 from ferry.protocol.codes import SendStatus
 from ferry.proxy.convert import ServerSettings
+from ferry.proxy.renew import Renewer, RenewPolicy
 from ferry.proxy.service import MessagingService
 from ferry.proxy.transactions import HalfProducer, Transactions
 
@@ -52,7 +53,11 @@ async def serve() -> None:
     transactions = Transactions(HalfProducer("127.0.0.1:1"))
     routes: Any = FixedRoutes()
     where = ("127.0.0.1", port)
-    service = MessagingService(InstantSender(), popper, routes, settings, where, transactions)
+    # nothing to renew: the floor has no consumers
+    renewer = Renewer(popper, RenewPolicy(60_000, 10_000, 3 * 3600 * 1000))
+    service = MessagingService(
+        InstantSender(), popper, routes, settings, where, transactions, renewer
+    )
     server.add_generic_rpc_handlers((service.handler(),))
     await server.start()
     print(f"READY floor grpc=127.0.0.1:{port}", flush=True)
