@@ -53,7 +53,7 @@ def test_a_change_is_on_disk_when_answered_and_a_failed_save_changes_nothing(
 ) -> None:
     admin = AuthAdmin(tmp_path, "broker-a", slave=False)
     reply = admin.create_user(AuthCreateUserRequest(AuthUser("alice", "pw")), CALL)
-    assert reply.version == 1
+    assert reply is not None and reply.version == 1
     assert json.loads((tmp_path / "auth.json").read_text())["users"] == [
         {"username": "alice", "password": "pw"}
     ]

@@ -20,6 +20,7 @@ without passwords.
 
 from __future__ import annotations
 
+import logging
 from typing import TypeVar
 
 from ferry.admin.locator import BrokerLocator
@@ -47,6 +48,8 @@ from ferry.protocol.messages import (
     Reply,
 )
 
+log = logging.getLogger("ferry.admin.auth")
+
 R = TypeVar("R", bound=Reply)
 
 
@@ -72,7 +75,20 @@ class AuthAdmin(BrokerLocator):
         return self.each_target(body, cls, cluster, broker_addr)
 
     def _change(self, body: AnyRequest, cluster: str | None, broker_addr: str | None) -> list[str]:
-        return list(self._each_broker(body, AuthChangedReply, cluster, broker_addr))
+        """The brokers changed. The change is in force on the name servers and controllers
+        when this returns, except on those a broker names (logged as a WARNING: they get it
+        at their next refresh, within seconds)."""
+        replies = self._each_broker(body, AuthChangedReply, cluster, broker_addr)
+        for addr, reply in replies.items():
+            if reply.unconfirmed:
+                log.warning(
+                    "%s: broker %s changed (auth version %d), but %s had not taken it yet",
+                    type(body).__name__,
+                    addr,
+                    reply.version,
+                    ", ".join(reply.unconfirmed),
+                )
+        return list(replies)
 
     # ---- users ----
 

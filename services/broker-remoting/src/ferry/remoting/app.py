@@ -113,16 +113,19 @@ class RemotingApp:
         guard.users = self.auth_db
         config = self.config
         addrs = list(self.namesrv_addrs)
-        addrs += [a.strip() for a in config.controller_addr.split(";") if a.strip()]
-        AuthPusher(
+        controllers = [a.strip() for a in config.controller_addr.split(";") if a.strip()]
+        pusher = AuthPusher(
             self.service,
             self.auth_db,
             config.broker_name,
             config.broker_cluster_name,
-            addrs,
+            addrs + controllers,
             inner,
             is_master=lambda: config.broker_role != "SLAVE",
+            kinds=["name server"] * len(addrs) + ["controller"] * len(controllers),
         )
+        # an admin change is answered once the name servers and controllers have it
+        self.auth.confirm = pusher.confirm
 
     def run(self) -> int:
         """Serves until stopped; returns the process exit code."""

@@ -93,6 +93,9 @@ class AuthAdmin:
         self._inner = inner
         self._decoder = msgspec.msgpack.Decoder(AuthSnapshot)
         self._encoder = msgspec.msgpack.Encoder()
+        # with authentication on: pushes a change to the servers that check users, and
+        # calls back with those that did not take it (auth_push.AuthPusher.confirm)
+        self.confirm: Callable[[Callable[[list[str]], None]], None] | None = None
 
     def ensure_init_user(self, init_user: tuple[str, str] | None) -> None:
         """initAuthenticationUser: the Super user made at start when no user has its name.
@@ -135,6 +138,25 @@ class AuthAdmin:
         self._keep(new)
         log.info("%s (auth version %d)", what, new.version)
         return AuthChangedReply(version=new.version)
+
+    def _in_force(self, reply: AuthChangedReply, call: Caller) -> AuthChangedReply | None:
+        """The answer to a change: deferred until every name server and controller has it
+        (issue 42 §8), naming those that had not got it within the wait."""
+        confirm = self.confirm
+        if confirm is None:
+            return reply
+
+        def done(unconfirmed: list[str]) -> None:
+            if unconfirmed:
+                log.warning(
+                    "auth version %d not yet taken by %s (they get it at the next refresh)",
+                    reply.version,
+                    ", ".join(unconfirmed),
+                )
+            call.reply(msgspec.structs.replace(reply, unconfirmed=unconfirmed))
+
+        confirm(done)
+        return None
 
     def _keep(self, snapshot: AuthSnapshot) -> None:
         """Checked, saved, then in force: nothing saved that the AuthDb would refuse."""
@@ -195,7 +217,7 @@ class AuthAdmin:
         sealer = self.db.user(access_key)
         return None if sealer is None else unseal(sealer.password, sealed)
 
-    def create_user(self, req: AuthCreateUserRequest, call: Caller) -> AuthChangedReply:
+    def create_user(self, req: AuthCreateUserRequest, call: Caller) -> AuthChangedReply | None:
         user = req.user
         _sealed_by_signer(req.sealed_by, call)
 
@@ -205,11 +227,12 @@ class AuthAdmin:
             )
             return edits.create_user(s, msgspec.structs.replace(user, password=password))
 
-        return self._change(
-            edit, f"user {user.username} created ({user.user_type or model.NORMAL})"
+        return self._in_force(
+            self._change(edit, f"user {user.username} created ({user.user_type or model.NORMAL})"),
+            call,
         )
 
-    def update_user(self, req: AuthUpdateUserRequest, call: Caller) -> AuthChangedReply:
+    def update_user(self, req: AuthUpdateUserRequest, call: Caller) -> AuthChangedReply | None:
         _sealed_by_signer(req.sealed_by, call)
         new_password = req.password or req.password_sealed
         changed = [
@@ -234,26 +257,39 @@ class AuthAdmin:
                 user_status=req.user_status,
             )
 
-        return self._change(
-            edit, f"user {req.username} updated ({', '.join(changed) or 'nothing'})"
+        return self._in_force(
+            self._change(edit, f"user {req.username} updated ({', '.join(changed) or 'nothing'})"),
+            call,
         )
 
-    def delete_user(self, req: AuthDeleteUserRequest, _call: Caller) -> AuthChangedReply:
-        return self._change(
-            lambda s: edits.delete_user(s, req.username), f"user {req.username} deleted"
+    def delete_user(self, req: AuthDeleteUserRequest, call: Caller) -> AuthChangedReply | None:
+        return self._in_force(
+            self._change(
+                lambda s: edits.delete_user(s, req.username), f"user {req.username} deleted"
+            ),
+            call,
         )
 
-    def create_acl(self, req: AuthCreateAclRequest, _call: Caller) -> AuthChangedReply:
-        return self._change(lambda s: edits.merge_acl(s, req.acl), f"ACL of {req.acl.subject} set")
+    def create_acl(self, req: AuthCreateAclRequest, call: Caller) -> AuthChangedReply | None:
+        return self._in_force(
+            self._change(lambda s: edits.merge_acl(s, req.acl), f"ACL of {req.acl.subject} set"),
+            call,
+        )
 
-    def update_acl(self, req: AuthUpdateAclRequest, _call: Caller) -> AuthChangedReply:
-        return self._change(lambda s: edits.merge_acl(s, req.acl), f"ACL of {req.acl.subject} set")
+    def update_acl(self, req: AuthUpdateAclRequest, call: Caller) -> AuthChangedReply | None:
+        return self._in_force(
+            self._change(lambda s: edits.merge_acl(s, req.acl), f"ACL of {req.acl.subject} set"),
+            call,
+        )
 
-    def delete_acl(self, req: AuthDeleteAclRequest, _call: Caller) -> AuthChangedReply:
+    def delete_acl(self, req: AuthDeleteAclRequest, call: Caller) -> AuthChangedReply | None:
         what = ", ".join(req.resources) if req.resources else "all"
-        return self._change(
-            lambda s: edits.delete_acl(s, req.subject, req.resources),
-            f"ACL of {req.subject}: {what} deleted",
+        return self._in_force(
+            self._change(
+                lambda s: edits.delete_acl(s, req.subject, req.resources),
+                f"ACL of {req.subject}: {what} deleted",
+            ),
+            call,
         )
 
     # ---- reads ----

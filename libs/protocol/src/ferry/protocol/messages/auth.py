@@ -166,9 +166,12 @@ class AuthAclListReply(Reply, frozen=True, tag="auth_acls"):
 
 
 class AuthChangedReply(Reply, frozen=True, tag="auth_changed"):
-    """A change is saved: the broker's users and ACLs are now at `version`."""
+    """A change is saved: the broker's users and ACLs are now at `version`. unconfirmed: the
+    servers that check users (name servers, controllers) which had not taken the change when
+    the broker answered (empty: it is in force everywhere)."""
 
     version: int
+    unconfirmed: list[str] = []
 
 
 # ---- the whole of it (a slave's sync) -------------------------------------------------------
