@@ -122,7 +122,9 @@ class Producer(ProducerBase[AsyncClientInstance]):
         where, arg, timeout_s = self._send_args(to, arg, timeout_ms)
         if where is None:
             if timeout_ms is None and self._batching.enabled:
-                return await self._send_batched(msg)
+                if self._idle(msg.topic):
+                    return await self._send_batched(msg)
+                return await self.send_async(msg)
             out = self._encoder().prepare_one(msg)
             return joined_result(out, *await self._traced(out, timeout_s))
         out = self._encoder().prepare([msg])
@@ -184,16 +186,20 @@ class Producer(ProducerBase[AsyncClientInstance]):
             return waiter
         return asyncio.ensure_future(self._send_alone(out))
 
+    def _idle(self, topic: str) -> bool:
+        """Nothing of the topic in flight or waiting (one send at a time, or the first)."""
+        acc = self._topics.get(topic)
+        if acc is None:
+            return not self._closing
+        return not (acc.in_flight or acc.waiting is not None or acc.sealed or self._closing)
+
     async def _send_batched(self, msg: Message) -> SendResult:
-        """send(msg) with automatic batching. While its topic has nothing in flight or waiting
-        (an idle producer, one send at a time) the message goes at once from the caller's own
-        task, as a batch of one: no task and no Future between the caller and the reply.
-        Otherwise it joins the batcher as send_async's messages do."""
+        """send(msg) with automatic batching while its topic is _idle: the message goes at
+        once from the caller's own task, as a batch of one, with no task and no Future between
+        the caller and the reply (busy, it joins the batcher as send_async's messages do)."""
         acc = self._topics.get(msg.topic)
         if acc is None:
             acc = self._topics[msg.topic] = TopicAccumulator(self._batching)
-        if acc.in_flight or acc.waiting is not None or acc.sealed or self._closing:
-            return await self.send_async(msg)
         encoder = self._encoder()
         plain = encoder.plain(msg)
         if plain is not None:
