@@ -7,8 +7,9 @@ results). Only the waiting is its own.
 
 `send(msg)` without a queue or timeout and `send_async(msg)` go through the automatic
 batcher when auto_batch is on (as the sync send_async): messages that many tasks send at once
-travel in one request; an idle producer sends each message at once. Cancelling a task that
-awaits a send stops the wait; a message that has already left may still be stored.
+travel in one request; an idle producer sends each message at once (send() from the caller's
+own task, with no batch task in between). Cancelling a task that awaits a send stops the
+wait; a message that has already left may still be stored.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class Producer(ProducerBase[AsyncClientInstance]):
         assert self._preparer is not None
         self._topics: dict[str, TopicAccumulator] = {}
         self._waiters: dict[Batch, list[asyncio.Future[SendResult]]] = {}  # by batch, in order
-        self._sending: set[asyncio.Task[None]] = set()
+        self._sending: set[asyncio.Future[None]] = set()  # batches in flight
         self._closing = False
         self._requester = AsyncRequester(inst, self._preparer, self._send_request)
         self._instance = inst
@@ -121,6 +122,8 @@ class Producer(ProducerBase[AsyncClientInstance]):
         where, arg, timeout_s = self._send_args(to, arg, timeout_ms)
         if where is None:
             if timeout_ms is None and self._batching.enabled:
+                if self._idle(msg.topic):
+                    return await self._send_batched(msg)
                 return await self.send_async(msg)
             out = self._encoder().prepare_one(msg)
             return joined_result(out, *await self._traced(out, timeout_s))
@@ -183,6 +186,42 @@ class Producer(ProducerBase[AsyncClientInstance]):
             return waiter
         return asyncio.ensure_future(self._send_alone(out))
 
+    def _idle(self, topic: str) -> bool:
+        """Nothing of the topic in flight or waiting (one send at a time, or the first)."""
+        acc = self._topics.get(topic)
+        if acc is None:
+            return not self._closing
+        return not (acc.in_flight or acc.waiting is not None or acc.sealed or self._closing)
+
+    async def _send_batched(self, msg: Message) -> SendResult:
+        """send(msg) with automatic batching while its topic is _idle: the message goes at
+        once from the caller's own task, as a batch of one, with no task and no Future between
+        the caller and the reply (busy, it joins the batcher as send_async's messages do)."""
+        acc = self._topics.get(msg.topic)
+        if acc is None:
+            acc = self._topics[msg.topic] = TopicAccumulator(self._batching)
+        encoder = self._encoder()
+        plain = encoder.plain(msg)
+        if plain is not None:
+            batch = Batch(time.monotonic(), [plain], plain.size)
+        else:
+            out = encoder.prepare_one(msg)
+            if not out.batchable:
+                return await self._send_alone(out)
+            batch = Batch(time.monotonic(), [out], len(out.payload))
+        acc.in_flight += 1  # what other tasks send meanwhile waits for it, as for a batch
+        sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._sending.add(sent)  # shutdown waits for it as for a batch's task
+        try:
+            return (await self._batch_results(msg.topic, batch))[0]
+        finally:
+            sent.set_result(None)
+            self._sending.discard(sent)
+            if acc.waiting is None and not acc.sealed:
+                acc.in_flight -= 1  # nothing waits: the caller's next send may go alone too
+            else:  # as a batch's task ends (see _send_batch)
+                asyncio.get_running_loop().call_soon(self._batch_done, msg.topic, acc)
+
     async def _send_alone(self, out: Outgoing) -> SendResult:
         return await self._send_request(out, self.send_timeout_s)
 
@@ -226,26 +265,14 @@ class Producer(ProducerBase[AsyncClientInstance]):
             task.add_done_callback(self._sending.discard)
 
     async def _send_batch(self, topic: str, acc: TopicAccumulator, batch: Batch) -> None:
-        inst = self._started()
-        tracing = inst.tracing
-        items = batch.items
         waiters = self._waiters.pop(batch, [])
-        outs = [i for i in items if isinstance(i, Outgoing)] if tracing.enabled else []
         try:
-            out = build_batch(topic, items, inst.msg_ids, inst.born_host, self.compress_over)
-            # the send timeout counts from the batch's first message, as the sync batcher's
-            remaining = max(1e-3, batch.started + self.send_timeout_s - time.monotonic())
-            reply, target = await self._deliver(out, remaining)
-            results = each_result(out, target, reply)
+            results = await self._batch_results(topic, batch)
         except FerryError as err:
-            for part in outs:
-                tracing.end(part.span, err)
             for waiter in waiters:
                 if not waiter.done():  # a waiter its caller cancelled is left alone
                     waiter.set_exception(err)
         else:
-            for part in outs:
-                tracing.end(part.span, address=target.address, queue_id=target.queue.queue_id)
             for waiter, result in zip(waiters, results, strict=True):
                 if not waiter.done():
                     waiter.set_result(result)
@@ -253,6 +280,26 @@ class Producer(ProducerBase[AsyncClientInstance]):
             # after the tasks just woken have run: what they send next joins the batch
             # that leaves now, instead of the first of them leaving alone
             asyncio.get_running_loop().call_soon(self._batch_done, topic, acc)
+
+    async def _batch_results(self, topic: str, batch: Batch) -> list[SendResult]:
+        """Sends a batch as one request; the result of each of its messages, in order."""
+        inst = self._started()
+        tracing = inst.tracing
+        items = batch.items
+        outs = [i for i in items if isinstance(i, Outgoing)] if tracing.enabled else []
+        try:
+            out = build_batch(topic, items, inst.msg_ids, inst.born_host, self.compress_over)
+            # the send timeout counts from the batch's first message, as the sync batcher's
+            remaining = max(1e-3, batch.started + self.send_timeout_s - time.monotonic())
+            reply, target = await self._deliver(out, remaining)
+            results = each_result(out, target, reply)
+        except BaseException as err:  # a batch of one sent by its cancelled caller included
+            for part in outs:
+                tracing.end(part.span, err if isinstance(err, Exception) else None)
+            raise
+        for part in outs:
+            tracing.end(part.span, address=target.address, queue_id=target.queue.queue_id)
+        return results
 
     def _batch_done(self, topic: str, acc: TopicAccumulator) -> None:
         acc.in_flight -= 1
