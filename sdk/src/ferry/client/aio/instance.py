@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -103,12 +104,15 @@ class AsyncClientInstance(ClientBase):
     def spawn(self, work: Awaitable[None]) -> None:
         """A background task of this client, cancelled by close()."""
         if self.pool.closed:
+            if inspect.iscoroutine(work):
+                work.close()  # never run: no "was never awaited" warning
             raise IllegalStateError("client is shut down")
-
-        async def run() -> None:
-            await work
-
-        task = asyncio.create_task(run())
+        # the coroutine itself is the task: a task cancelled before it ran closes it
+        # (a wrapper cancelled first would leave `work` never awaited)
+        if inspect.iscoroutine(work):
+            task = asyncio.create_task(work)
+        else:
+            task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
