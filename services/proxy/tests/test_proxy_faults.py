@@ -48,8 +48,8 @@ while not os.path.exists(stop):
         print(json.dumps({"body": body, "id": receipt.message_id}), flush=True)
     except Exception as e:
         print(json.dumps({"body": body, "error": type(e).__name__}), flush=True)
-        time.sleep(0.2)
-    time.sleep(0.01)
+        time.sleep(0.2)  # wait-ok: the program's back-off after a failed send
+    time.sleep(0.01)  # wait-ok: the producer's pace, not a readiness wait
 producer.shutdown()
 print("stopped", flush=True)
 """
@@ -102,7 +102,7 @@ while wanted and time.monotonic() < end:
         got = consumer.receive(16, 30)
     except Exception as e:
         print(json.dumps({"error": type(e).__name__}), flush=True)
-        time.sleep(0.2)
+        time.sleep(0.2)  # wait-ok: the program's back-off after a failed receive (deadline: end)
         continue
     for m in got:
         if m.message_id in wanted:

@@ -135,7 +135,7 @@ class Listener(MessageListener):
     def consume(self, message):
         print(json.dumps({"id": message.message_id, "attempt": message.delivery_attempt,
                           "at": time.monotonic()}), flush=True)
-        time.sleep(seconds)
+        time.sleep(seconds)  # wait-ok: the listener's work, as long as the test asks
         failed = message.delivery_attempt <= failures
         return ConsumeResult.FAILURE if failed else ConsumeResult.SUCCESS
 
@@ -432,7 +432,7 @@ class Listener(MessageListener):
         print(json.dumps({"body": body, "attempt": message.delivery_attempt}), flush=True)
         if body == "body 0":
             return ConsumeResult.FAILURE
-        time.sleep(1)
+        time.sleep(1)  # wait-ok: the listener's work, so later messages wait behind it
         return ConsumeResult.SUCCESS
 
 consumer = PushConsumer(ClientConfiguration(endpoint, Credentials()), group, Listener(),

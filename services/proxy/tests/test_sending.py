@@ -140,7 +140,7 @@ class FakeProducer:
     async def send_orderly(self, msg: Message, sharding_key: str | bytes) -> SendResult:
         # the first message of a group waits, so a later one sent at once would overtake it
         if not any(key == sharding_key for key, _ in self.orderly):
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # wait-ok: a slow first send, for order to be tested
         self.orderly.append((sharding_key, msg.body))
         return await self.send(msg)
 

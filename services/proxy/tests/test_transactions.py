@@ -81,7 +81,7 @@ async def _commands(items: list[str], started: asyncio.Event, fail: bool) -> Asy
     for item in items:
         yield item
         started.set()
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # wait-ok: a client's pace between commands
     if fail:
         raise ConnectionError("client gone")
 
