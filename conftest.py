@@ -47,6 +47,7 @@ SERIAL_MODULES = frozenset(
         "tests/integration/test_recovery_after_restart.py",
         "tests/integration/test_store_crash.py",
         "tests/integration/test_disk_full.py",
+        "tests/integration/test_slave_disk_full.py",
         "services/proxy/tests/test_proxy_faults.py",
         # elapsed time asserted: delays, timers, invisible times, timeouts
         "tests/integration/test_delay.py",

@@ -323,6 +323,8 @@ def ha_status(
     for addr, r in sorted(replies.items()):
         if r.role == "SLAVE":
             state = "connected" if r.connected else (r.error or "not connected")
+            if r.store_refusal:  # connected to its master, but its own disk refuses the bytes
+                state = f"store refuses: {r.store_refusal}"
             rows.append((addr, r.role, "master", r.master_ha_addr, r.applied_offset, state, ""))
             continue
         if not r.slaves:

@@ -16,7 +16,12 @@ import zlib
 from typing import NamedTuple
 
 from ferry.protocol import record, record_layout
-from ferry.protocol.errors import IllegalStateError, InvalidParameterError
+from ferry.protocol.errors import (
+    DiskFullError,
+    FerryError,
+    IllegalStateError,
+    InvalidParameterError,
+)
 from ferry.store.commit_log import CQ_ENTRY, CommitLog
 from ferry.store.store import MessageStore
 
@@ -118,17 +123,32 @@ def append_raw(
             )
     view = memoryview(data)
     plan = _check(view, from_offset, log_.segment_size)
+    # a slave's disk guard, as a master's put has: refuse the range whole rather than run out
+    # of room in the middle of it; the slave asks again and catches up once space is freed
+    store.retention.guard(log_.end)
+    if store.retention.disk_full:
+        raise DiskFullError(f"replication refused: {store.retention.refusal()}")
     for key, run in plan.runs.items():  # the queues' blocks first: a full disk writes nothing
         try:
             store.queues.get_or_create(*key).reserve(run.count)
         except OSError as exc:
             raise store.write_failed(f"ConsumeQueue {key[0]}/{key[1]}", exc) from None
-    for at, start, stop, end_after in plan.writes:
-        seg = log_._segment_for_write()  # creates the segment that starts at the log end
-        if at != log_.end or at >= seg.end:
-            raise IllegalStateError(f"log end {log_.end} is not where offset {at} goes")
-        _pwrite(seg.fd, view[start:stop], at - seg.start)
-        log_.end = end_after
+    try:
+        for at, start, stop, end_after in plan.writes:
+            seg = log_._segment_for_write()  # creates the segment that starts at the log end
+            if at != log_.end or at >= seg.end:
+                raise IllegalStateError(f"log end {log_.end} is not where offset {at} goes")
+            _pwrite(seg.fd, view[start:stop], at - seg.start)
+            log_.end = end_after
+    except (OSError, FerryError) as exc:
+        # A new segment found no room after part of the range was written: take that part
+        # back, or the log would hold records whose queue entries were never appended (and
+        # the slave, asking again from its log end, would never add them).
+        if log_.end != from_offset:
+            log_.truncate(from_offset)
+        if isinstance(exc, OSError):
+            raise store.write_failed("the CommitLog", exc) from None
+        raise
     grown: set[tuple[str, int]] = set()
     for key, run in plan.runs.items():
         cq = store.queues.get_or_create(*key)

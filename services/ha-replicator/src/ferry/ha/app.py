@@ -141,6 +141,7 @@ class HaApp:
             bytes_received=slave.bytes_received,
             error=slave.error,
             diverged_from=slave.diverged_from,
+            store_refusal=slave.store_refusal,
         )
 
     def _not_a_master(self, _req: HaWaitAckRequest, _call: Call) -> HandlerResult:

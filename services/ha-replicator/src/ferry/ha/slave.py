@@ -67,6 +67,9 @@ class SlaveReplicator:
         self.connected = False
         self.error = ""
         self.diverged_from = 0  # where the compared bytes began, when refused
+        # why the own store refuses the master's bytes (a full disk), apart from `error`:
+        # a refusal by the master is divergence, which the broker agent repairs by a rebuild
+        self.store_refusal = ""
         self._digest_from = 0
         self.bytes_received = 0
         self._epoch = 0  # bumped on every (re)connect: answers to older requests are dropped
@@ -223,15 +226,18 @@ class SlaveReplicator:
             if epoch != self._epoch:
                 return
             if isinstance(reply, StoreAppendRawReply):
+                if self.store_refusal:
+                    log.warning("own store takes the master's bytes again at %d", self.applied)
+                    self.store_refusal = ""
                 self.applied = reply.next_offset
                 self._transfer(epoch)
-            else:
-                log.error(
-                    "own store refused the master's bytes at %d: %s",
-                    body.from_offset,
-                    _describe(reply),
-                )
-                self._retry(RETRY_S)
+                return
+            why = _describe(reply)
+            # once per episode: a full disk is asked again every RETRY_S until space is freed
+            if not self.store_refusal:
+                log.error("own store refused the master's bytes at %d: %s", body.from_offset, why)
+            self.store_refusal = why
+            self._retry(RETRY_S)
 
         self.store.request(
             StoreAppendRawRequest(body.from_offset), on_append, [data], timeout_s=STORE_TIMEOUT_S

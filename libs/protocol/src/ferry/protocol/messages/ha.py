@@ -147,6 +147,7 @@ class HaStatusReply(Reply, frozen=True, tag="ha_status_reply"):
     bytes_received: int = 0
     error: str = ""  # why the master refused this slave, if it did
     diverged_from: int = 0  # then: where the bytes it compared begin
+    store_refusal: str = ""  # why the own store refuses the master's bytes (a full disk)
 
 
 class SyncedOffset(msgspec.Struct, frozen=True, array_like=True):
